@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what streamseg needs on a fresh Debian machine, skipping what is
+# already there: Debian packages (redis-server, GStreamer's RTSP server for the
+# tests, ffmpeg), a virtual environment in .venv, and the package itself.
+#
+#   scripts/setup.sh          # runtime only
+#   scripts/setup.sh --dev    # plus test and lint tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[ "${1:-}" = "--dev" ] && extras="[dev]"
+
+debs=(redis-server ffmpeg)
+if [ -n "$extras" ]; then
+  debs+=(gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
+         gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+         gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
+fi
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo_=""; [ "$(id -u)" -ne 0 ] && sudo_="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo_ apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=".venv/.installed$extras"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python packages$extras into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  # torch first, pinned: it is the CPU wheel this machine carries.
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -e ".$extras"
+  touch "$stamp"
+fi

@@ -1,0 +1,9 @@
+"""streamseg: streaming instance segmentation for camera fleets.
+
+Importing this package loads nothing heavy: no model, no native kernel, no
+connection. Each stage lives in its own subpackage (``ingest``, ``segment``,
+``track``, ``alert``, ``publish``, ``train``) and passes the types of
+``streamseg.types``.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from streamseg.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Alert: zone, line, dwell and crowding rules that turn tracks into Events."""

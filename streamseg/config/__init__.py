@@ -1,0 +1,1 @@
+"""Config: the pydantic schema of pipeline.yaml and its loader."""

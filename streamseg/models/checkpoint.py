@@ -1,0 +1,187 @@
+"""Loading checkpoints safely and checking them strictly.
+
+* ``.pth`` / ``.pt`` files load with ``torch.load(weights_only=True)``: no
+  code in a checkpoint ever runs.
+* pickled ``.pkl`` files (detectron2's model zoo) go through
+  :class:`RestrictedUnpickler`, which builds only plain containers and
+  numpy arrays.
+* :func:`check_state_dict` compares a state dict with a model and raises one
+  :class:`CheckpointError` listing every missing, unexpected and mis-shaped
+  key, so a wrong file is named as such instead of failing deep in a forward.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "CheckpointError",
+    "RestrictedUnpickler",
+    "check_state_dict",
+    "load_pickle_restricted",
+    "load_state_dict_file",
+]
+
+# How many keys of each kind an error message lists before summarising.
+_MAX_LISTED = 12
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: the message says why and what to do."""
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that refuses every global but plain data and numpy arrays.
+
+    Detectron2 checkpoints are pickles of ``{"model": {name: ndarray}}``; that
+    needs numpy's array reconstruction functions and dtypes, nothing else.
+    """
+
+    _ALLOWED: frozenset[tuple[str, str]] = frozenset(
+        {
+            ("collections", "OrderedDict"),
+            ("numpy", "dtype"),
+            ("numpy", "ndarray"),
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.multiarray", "scalar"),
+            ("numpy._core.multiarray", "scalar"),
+            ("numpy.core.numeric", "_frombuffer"),
+            ("numpy._core.numeric", "_frombuffer"),
+            ("builtins", "bytearray"),
+            ("builtins", "set"),
+            ("builtins", "frozenset"),
+            ("builtins", "slice"),
+            ("_codecs", "encode"),
+        }
+    )
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise CheckpointError(
+            f"refusing to unpickle {module}.{name}: a model checkpoint holds only arrays; "
+            "this file may be corrupt or unsafe"
+        )
+
+
+def load_pickle_restricted(path: str | Path) -> Any:
+    """Unpickle ``path`` allowing only plain containers and numpy arrays."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return RestrictedUnpickler(fh, encoding="latin1").load()
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {path} does not exist") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+        raise CheckpointError(
+            f"checkpoint {path} is not a readable pickle ({exc}); is the file truncated?"
+        ) from None
+
+
+def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:
+    """Read a state dict from ``.pth``/``.pt`` (weights only) or ``.pkl`` (restricted).
+
+    Accepts a bare state dict or one wrapped as ``{"model": ...}`` or
+    ``{"state_dict": ...}`` (what trainers save). numpy arrays become tensors.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.suffix == ".pkl":
+        obj = load_pickle_restricted(path)
+    else:
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile) as exc:
+            raise CheckpointError(
+                f"checkpoint {path} could not be read ({_first_line(exc)}); "
+                "is the file truncated or not a PyTorch checkpoint?"
+            ) from None
+    return _unwrap_state_dict(obj, path)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _unwrap_state_dict(obj: Any, path: Path) -> dict[str, Tensor]:
+    for key in ("model", "state_dict", "model_state"):
+        if isinstance(obj, Mapping) and key in obj and isinstance(obj[key], Mapping):
+            obj = obj[key]
+            break
+    if not isinstance(obj, Mapping) or not obj:
+        raise CheckpointError(f"checkpoint {path} holds no state dict (found {type(obj).__name__})")
+    out: dict[str, Tensor] = {}
+    for name, value in obj.items():
+        if isinstance(value, Tensor):
+            out[str(name)] = value
+        elif hasattr(value, "__array__"):
+            out[str(name)] = torch.as_tensor(_np_array(value))
+        # Non-tensor entries (e.g. detectron2's "__author__") carry no weights.
+    return out
+
+
+def _np_array(value: Any) -> Any:
+    import numpy as np
+
+    return np.ascontiguousarray(value)
+
+
+def check_state_dict(
+    model: nn.Module,
+    state_dict: Mapping[str, Tensor],
+    *,
+    source: str,
+    ignore_missing: tuple[str, ...] = (),
+) -> None:
+    """Raise :class:`CheckpointError` unless ``state_dict`` fits ``model`` exactly.
+
+    Args:
+        model: the module the weights are for.
+        state_dict: the weights (already converted to the model's key names).
+        source: how to name the checkpoint in the message (file and format).
+        ignore_missing: key suffixes the model may lack weights for (e.g.
+            ``num_batches_tracked``).
+    """
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state_dict and not k.endswith(ignore_missing)]
+    unexpected = [k for k in state_dict if k not in expected]
+    misshaped = [
+        f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(expected[k].shape)}"
+        for k in expected
+        if k in state_dict and tuple(state_dict[k].shape) != tuple(expected[k].shape)
+    ]
+    if not (missing or unexpected or misshaped):
+        return
+    parts = [f"checkpoint {source} does not match the model:"]
+    for title, keys in (
+        ("missing keys", missing),
+        ("unexpected keys", unexpected),
+        ("mis-shaped keys", misshaped),
+    ):
+        if keys:
+            listed = ", ".join(keys[:_MAX_LISTED])
+            more = f" (and {len(keys) - _MAX_LISTED} more)" if len(keys) > _MAX_LISTED else ""
+            parts.append(f"  {len(keys)} {title}: {listed}{more}")
+    parts.append(
+        "  hint: check that `arch` (and `num_classes`) in pipeline.yaml match the file; "
+        "a checkpoint for another architecture or a truncated download gives this error"
+    )
+    raise CheckpointError("\n".join(parts))
+
+
+def tensor_bytes(data: bytes) -> dict[str, Tensor]:
+    """Load a weights-only checkpoint from bytes (used for hot swap over Redis)."""
+    obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    return _unwrap_state_dict(obj, Path("<bytes>"))

@@ -1,0 +1,1 @@
+"""Publish: versioned JSON messages on Redis Streams, with buffering across outages."""

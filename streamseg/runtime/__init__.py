@@ -1,0 +1,1 @@
+"""Runtime: the stage protocol, bounded queues with drop policies, the runner and shutdown."""

@@ -1,0 +1,1 @@
+"""Segment: the Segmenter (preprocess, model, post-process) and compiled backends."""

@@ -1,0 +1,1 @@
+"""Telemetry: OpenTelemetry traces and metrics, HTTP health endpoints."""

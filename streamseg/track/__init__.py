@@ -1,0 +1,1 @@
+"""Track: a ByteTrack-style multi-object tracker that gives instances persistent ids."""

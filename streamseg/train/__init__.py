@@ -1,0 +1,1 @@
+"""Train: record footage, pseudo-label it, fine-tune and evaluate models."""

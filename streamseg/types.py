@@ -1,0 +1,364 @@
+"""The data that flows between streamseg's stages.
+
+Every stage takes and returns only these types:
+
+``Frame`` -> ``FrameBatch`` -> (segment) -> ``Instances`` per frame, wrapped with
+its frame in a ``FrameResult`` -> (track) ``Instances`` with ``track_ids`` and
+``Track`` state -> (alert) ``Event``.
+
+Conventions used everywhere:
+
+* images are ``uint8`` tensors laid out ``H x W x 3`` in RGB order, on the CPU
+  or on a GPU;
+* boxes are ``xyxy`` in frame pixels (float32), ``x2``/``y2`` exclusive edges;
+* times are seconds (floats): ``pts`` is the stream's presentation time,
+  ``capture_time`` is the wall clock (``time.time()``) at which the frame was
+  read from its source, ``camera_time`` the camera's own wall clock when the
+  source reports one (RTCP sender reports), else ``None``;
+* class labels are integers ``>= 1`` (0 is background), names come from the
+  model's ``class_names``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Event",
+    "Frame",
+    "FrameBatch",
+    "FrameResult",
+    "Instances",
+    "Track",
+    "TrackState",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One decoded video frame of one camera.
+
+    Attributes:
+        camera_id: the camera's id from ``pipeline.yaml``.
+        seq: per-camera sequence number, counting every frame the source
+            produced (dropped ones included), starting at 0.
+        pts: presentation timestamp in seconds (stream clock), or ``None``.
+        capture_time: wall-clock time (unix seconds) when the frame was read.
+        image: ``uint8`` tensor ``(H, W, 3)``, RGB, on any device.
+        camera_time: the camera's wall clock for this frame (unix seconds)
+            when known from RTCP sender reports, else ``None``.
+        trace: opaque telemetry context carried from ingest to publish
+            (e.g. a W3C ``traceparent`` mapping); empty when tracing is off.
+    """
+
+    camera_id: str
+    seq: int
+    pts: float | None
+    capture_time: float
+    image: Tensor
+    camera_time: float | None = None
+    trace: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        img = self.image
+        if img.dtype != torch.uint8 or img.dim() != 3 or img.shape[2] != 3:
+            raise ValueError(
+                f"Frame.image must be uint8 (H, W, 3) RGB, got {tuple(img.shape)} {img.dtype}"
+            )
+
+    @property
+    def height(self) -> int:
+        return int(self.image.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.image.shape[1])
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(height, width)`` in pixels."""
+        return (self.height, self.width)
+
+    def without_image(self) -> Frame:
+        """A copy that drops the pixels (kept small once segmentation is done)."""
+        return dataclasses.replace(self, image=_EMPTY_IMAGE)
+
+
+_EMPTY_IMAGE = torch.zeros((0, 0, 3), dtype=torch.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameBatch:
+    """Frames of one or more cameras that go through one forward pass.
+
+    Frames may differ in size; the segmenter's preprocessing resizes and pads
+    them into one tensor. ``enqueue_times`` (optional, seconds, monotonic)
+    lets the runtime measure queueing latency.
+    """
+
+    frames: tuple[Frame, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.frames, tuple):
+            object.__setattr__(self, "frames", tuple(self.frames))
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.frames)
+
+    @property
+    def images(self) -> list[Tensor]:
+        """The ``uint8 (H, W, 3)`` images, in batch order."""
+        return [f.image for f in self.frames]
+
+    @property
+    def camera_ids(self) -> list[str]:
+        return [f.camera_id for f in self.frames]
+
+
+class Instances:
+    """Object instances found in one frame: parallel tensors of length ``N``.
+
+    Attributes:
+        image_size: ``(H, W)`` of the frame, pixels.
+        boxes: ``float32 (N, 4)`` ``xyxy`` in frame pixels.
+        scores: ``float32 (N,)`` confidence in ``[0, 1]``.
+        labels: ``int64 (N,)`` class ids (``>= 1``; 0 is background).
+        masks: ``bool (N, H, W)`` at frame resolution, or ``None`` when the
+            model gives no masks.
+        track_ids: ``int64 (N,)`` track id per instance once tracked (``-1``
+            for instances no track took), else ``None``.
+
+    Supports ``len()``, indexing by an int, slice, index tensor or boolean
+    mask (``inst[inst.scores > 0.5]``), and ``Instances.empty(size)``.
+    Construction validates shapes; instances are never mutated in place:
+    ``replace()`` returns a new object.
+
+    Example:
+        >>> inst = Instances.empty((480, 640))
+        >>> len(inst)
+        0
+    """
+
+    __slots__ = ("image_size", "boxes", "scores", "labels", "masks", "track_ids")
+
+    def __init__(
+        self,
+        *,
+        image_size: tuple[int, int],
+        boxes: Tensor,
+        scores: Tensor,
+        labels: Tensor,
+        masks: Tensor | None = None,
+        track_ids: Tensor | None = None,
+    ) -> None:
+        self.image_size = (int(image_size[0]), int(image_size[1]))
+        self.boxes = boxes
+        self.scores = scores
+        self.labels = labels
+        self.masks = masks
+        self.track_ids = track_ids
+        self._validate()
+
+    def _validate(self) -> None:
+        n = self.boxes.shape[0] if self.boxes.dim() == 2 else -1
+        if self.boxes.dim() != 2 or self.boxes.shape[1] != 4:
+            raise ValueError(f"Instances.boxes must be (N, 4), got {tuple(self.boxes.shape)}")
+        for name in ("scores", "labels", "track_ids"):
+            t = getattr(self, name)
+            if t is not None and (t.dim() != 1 or t.shape[0] != n):
+                raise ValueError(f"Instances.{name} must be ({n},), got {tuple(t.shape)}")
+        if self.masks is not None:
+            h, w = self.image_size
+            if self.masks.dim() != 3 or tuple(self.masks.shape) != (n, h, w):
+                raise ValueError(
+                    f"Instances.masks must be ({n}, {h}, {w}), got {tuple(self.masks.shape)}"
+                )
+
+    @classmethod
+    def empty(
+        cls, image_size: tuple[int, int], *, with_masks: bool = True, device: Any = "cpu"
+    ) -> Instances:
+        h, w = image_size
+        return cls(
+            image_size=image_size,
+            boxes=torch.zeros((0, 4), dtype=torch.float32, device=device),
+            scores=torch.zeros((0,), dtype=torch.float32, device=device),
+            labels=torch.zeros((0,), dtype=torch.int64, device=device),
+            masks=torch.zeros((0, h, w), dtype=torch.bool, device=device) if with_masks else None,
+        )
+
+    def __len__(self) -> int:
+        return int(self.boxes.shape[0])
+
+    def __getitem__(self, index: int | slice | Tensor | Sequence[int]) -> Instances:
+        if isinstance(index, int):
+            index = slice(index, index + 1 if index != -1 else None)
+        elif not isinstance(index, slice | Tensor):
+            index = torch.as_tensor(index, dtype=torch.int64, device=self.boxes.device)
+        return Instances(
+            image_size=self.image_size,
+            boxes=self.boxes[index],
+            scores=self.scores[index],
+            labels=self.labels[index],
+            masks=None if self.masks is None else self.masks[index],
+            track_ids=None if self.track_ids is None else self.track_ids[index],
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.boxes.device
+
+    def replace(self, **changes: Any) -> Instances:
+        """A new ``Instances`` with some fields replaced (the original is untouched)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return Instances(**fields)
+
+    def to(self, device: Any) -> Instances:
+        moved: dict[str, Any] = {
+            name: (None if getattr(self, name) is None else getattr(self, name).to(device))
+            for name in self.__slots__
+            if name != "image_size"
+        }
+        return Instances(image_size=self.image_size, **moved)
+
+    @staticmethod
+    def cat(items: Sequence[Instances]) -> Instances:
+        """Concatenate instances of the same frame size."""
+        if not items:
+            raise ValueError("Instances.cat needs at least one item")
+        size = items[0].image_size
+        if any(i.image_size != size for i in items):
+            raise ValueError("Instances.cat: all items must have the same image_size")
+
+        def cat_opt(name: str) -> Tensor | None:
+            parts = [getattr(i, name) for i in items]
+            if any(p is None for p in parts):
+                return None
+            return torch.cat(parts)
+
+        return Instances(
+            image_size=size,
+            boxes=torch.cat([i.boxes for i in items]),
+            scores=torch.cat([i.scores for i in items]),
+            labels=torch.cat([i.labels for i in items]),
+            masks=cat_opt("masks"),
+            track_ids=cat_opt("track_ids"),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Instances(n={len(self)}, image_size={self.image_size}, "
+            f"masks={'yes' if self.masks is not None else 'no'}, "
+            f"tracked={'yes' if self.track_ids is not None else 'no'})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameResult:
+    """A frame (usually without its pixels) and the instances found in it."""
+
+    frame: Frame
+    instances: Instances
+
+
+class TrackState(enum.StrEnum):
+    """Life cycle of a track."""
+
+    TENTATIVE = "tentative"
+    CONFIRMED = "confirmed"
+    LOST = "lost"
+    REMOVED = "removed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Track:
+    """A snapshot of one tracked object after an update.
+
+    Attributes:
+        track_id: id unique within its camera for the life of the process.
+        camera_id: the camera.
+        state: life-cycle state.
+        box: ``(4,)`` float32 ``xyxy`` frame pixels (the last matched box, or
+            the motion model's prediction while lost).
+        label: smoothed class id.
+        score: smoothed confidence.
+        first_seen / last_seen: frame ``capture_time`` (seconds) of the first
+            and latest matched detection.
+        hits: number of frames in which the track was matched.
+        mask: the last matched ``bool (H, W)`` mask, or ``None``.
+    """
+
+    track_id: int
+    camera_id: str
+    state: TrackState
+    box: Tensor
+    label: int
+    score: float
+    first_seen: float
+    last_seen: float
+    hits: int = 1
+    mask: Tensor | None = None
+
+
+EVENT_SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One alert produced by a rule.
+
+    Attributes:
+        rule: the rule's name from ``pipeline.yaml``.
+        kind: what happened: ``enter``, ``exit``, ``crowding``, ``line_in``,
+            ``line_out``, ``dwell``.
+        camera_id: the camera.
+        track_id: the track that caused it (``None`` for crowding).
+        label: class id, and ``label_name`` its name.
+        zone / line: the zone or line name the rule watches (one of them).
+        time: capture wall time (unix seconds) of the frame that triggered it.
+        pts: stream time of that frame, seconds, or ``None``.
+        frame_seq: the frame's sequence number.
+        box: ``[x1, y1, x2, y2]`` frame pixels, or ``None``.
+        score: detection confidence, or ``None``.
+        mask_rle: COCO RLE ``{"size": [H, W], "counts": str}``, or ``None``.
+        count: for crowding the occupancy, for lines the running count of
+            the crossing direction; else ``None``.
+        extra: rule-specific details (e.g. ``dwell_seconds``).
+    """
+
+    rule: str
+    kind: str
+    camera_id: str
+    time: float
+    frame_seq: int
+    track_id: int | None = None
+    label: int | None = None
+    label_name: str | None = None
+    zone: str | None = None
+    line: str | None = None
+    pts: float | None = None
+    box: tuple[float, float, float, float] | None = None
+    score: float | None = None
+    mask_rle: Mapping[str, Any] | None = None
+    count: int | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready message body (see ``schemas/alert.schema.json``)."""
+        out: dict[str, Any] = {"schema_version": EVENT_SCHEMA_VERSION, "type": "alert"}
+        out.update(dataclasses.asdict(self))
+        if out["box"] is not None:
+            out["box"] = [float(v) for v in out["box"]]
+        out["mask_rle"] = None if self.mask_rle is None else dict(self.mask_rle)
+        out["extra"] = dict(self.extra)
+        return out

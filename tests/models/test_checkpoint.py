@@ -1,0 +1,68 @@
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from streamseg.models.checkpoint import (
+    CheckpointError,
+    check_state_dict,
+    load_pickle_restricted,
+    load_state_dict_file,
+)
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.fc = nn.Linear(4, 2)
+
+
+def test_roundtrip_and_wrapped_checkpoint(tmp_path) -> None:
+    model = Tiny()
+    path = tmp_path / "m.pth"
+    torch.save({"model": model.state_dict(), "iteration": 3}, path)
+    sd = load_state_dict_file(path)
+    check_state_dict(model, sd, source=str(path))
+
+
+def test_mismatch_lists_every_kind_of_key(tmp_path) -> None:
+    sd = Tiny().state_dict()
+    sd.pop("fc.bias")
+    sd["extra.weight"] = torch.zeros(1)
+    sd["conv.weight"] = torch.zeros(5, 3, 3, 3)
+    with pytest.raises(CheckpointError) as info:
+        check_state_dict(Tiny(), sd, source="x.pth")
+    msg = str(info.value)
+    assert "1 missing keys: fc.bias" in msg
+    assert "1 unexpected keys: extra.weight" in msg
+    assert "conv.weight: checkpoint (5, 3, 3, 3) vs model (4, 3, 3, 3)" in msg
+
+
+def test_truncated_file_gets_clear_error(tmp_path) -> None:
+    path = tmp_path / "m.pth"
+    torch.save(Tiny().state_dict(), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_state_dict_file(path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_state_dict_file(tmp_path / "nope.pth")
+
+
+def test_restricted_unpickler_loads_arrays_and_refuses_code(tmp_path) -> None:
+    good = tmp_path / "good.pkl"
+    good.write_bytes(pickle.dumps({"model": {"w": np.ones((2, 3), np.float32)}, "__author__": "x"}))
+    sd = load_state_dict_file(good)
+    assert sd["w"].shape == (2, 3)
+
+    class Evil:
+        def __reduce__(self):  # type: ignore[no-untyped-def]
+            return (print, ("pwned",))
+
+    bad = tmp_path / "bad.pkl"
+    bad.write_bytes(pickle.dumps({"model": Evil()}))
+    with pytest.raises(CheckpointError, match="refusing to unpickle builtins.print"):
+        load_pickle_restricted(bad)
