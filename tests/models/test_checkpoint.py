@@ -64,5 +64,5 @@ def test_restricted_unpickler_loads_arrays_and_refuses_code(tmp_path) -> None:
 
     bad = tmp_path / "bad.pkl"
     bad.write_bytes(pickle.dumps({"model": Evil()}))
-    with pytest.raises(CheckpointError, match="refusing to unpickle builtins.print"):
+    with pytest.raises(CheckpointError, match=r"refusing to unpickle builtins\.print"):
         load_pickle_restricted(bad)
