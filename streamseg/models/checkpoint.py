@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 import zipfile
@@ -23,11 +24,14 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "Checkpoint",
     "CheckpointError",
     "RestrictedUnpickler",
     "check_state_dict",
     "load_pickle_restricted",
     "load_state_dict_file",
+    "read_checkpoint",
+    "save_checkpoint",
 ]
 
 # How many keys of each kind an error message lists before summarising.
@@ -87,6 +91,51 @@ def load_pickle_restricted(path: str | Path) -> Any:
         raise CheckpointError(
             f"checkpoint {path} is not a readable pickle ({exc}); is the file truncated?"
         ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """Weights plus what streamseg's trainer records about them.
+
+    ``meta`` holds plain data only, e.g. ``{"arch": "maskrcnn_small",
+    "class_names": ["__background__", ...], "iteration": 1200}``; it is empty
+    for third-party files (torchvision, detectron2).
+    """
+
+    state_dict: dict[str, Tensor]
+    meta: dict[str, Any]
+
+
+def save_checkpoint(path: str | Path, state_dict: Mapping[str, Tensor], **meta: Any) -> None:
+    """Write ``{"model": state_dict, "meta": meta}``, loadable with weights_only=True.
+
+    ``meta`` values must be plain data (str, int, float, bool, lists, dicts).
+    The file is written to a temporary name and renamed, so a crash never
+    leaves a half-written checkpoint under ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": dict(state_dict), "meta": dict(meta)}, tmp)
+    tmp.replace(path)
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """Like :func:`load_state_dict_file`, also returning the ``meta`` mapping."""
+    path = Path(path)
+    meta: dict[str, Any] = {}
+    if path.suffix != ".pkl" and path.exists():
+        try:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+        except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile) as exc:
+            raise CheckpointError(
+                f"checkpoint {path} could not be read ({_first_line(exc)}); "
+                "is the file truncated or not a PyTorch checkpoint?"
+            ) from None
+        if isinstance(obj, Mapping) and isinstance(obj.get("meta"), Mapping):
+            meta = dict(obj["meta"])
+        return Checkpoint(state_dict=_unwrap_state_dict(obj, path), meta=meta)
+    return Checkpoint(state_dict=load_state_dict_file(path), meta=meta)
 
 
 def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:

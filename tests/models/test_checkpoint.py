@@ -66,3 +66,15 @@ def test_restricted_unpickler_loads_arrays_and_refuses_code(tmp_path) -> None:
     bad.write_bytes(pickle.dumps({"model": Evil()}))
     with pytest.raises(CheckpointError, match=r"refusing to unpickle builtins\.print"):
         load_pickle_restricted(bad)
+
+
+def test_save_and_read_checkpoint_with_meta(tmp_path) -> None:
+    from streamseg.models.checkpoint import read_checkpoint, save_checkpoint
+
+    model = Tiny()
+    path = tmp_path / "sub" / "ckpt.pth"
+    save_checkpoint(path, model.state_dict(), arch="tiny", class_names=["__background__", "a"])
+    ckpt = read_checkpoint(path)
+    assert ckpt.meta == {"arch": "tiny", "class_names": ["__background__", "a"]}
+    check_state_dict(model, ckpt.state_dict, source=str(path))
+    assert not (tmp_path / "sub" / "ckpt.pth.tmp").exists()
