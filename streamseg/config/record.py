@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from streamseg.config.base import StrictModel
 
@@ -54,14 +54,13 @@ class ClipsConfig(StrictModel):
     rules: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
 
-    @model_validator(mode="after")
-    def _max_covers_window(self) -> ClipsConfig:
-        if self.max_s < self.before_s + self.after_s:
-            raise ValueError(
-                f"max_s ({self.max_s}) must be at least before_s + after_s "
-                f"({self.before_s + self.after_s})"
-            )
-        return self
+    @field_validator("max_s")
+    @classmethod
+    def _max_covers_window(cls, value: float, info: ValidationInfo) -> float:
+        window = info.data.get("before_s", 0.0) + info.data.get("after_s", 0.0)
+        if value < window:
+            raise ValueError(f"max_s ({value}) must be at least before_s + after_s ({window})")
+        return value
 
 
 class RecordConfig(StrictModel):

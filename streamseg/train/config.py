@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.train.yamlconfig import ConfigError, load_yaml_model, load_yaml_tree, validate_tree
@@ -175,14 +175,16 @@ class SolverConfig(StrictModel):
     tf32: bool = True
     seed: int = 0
 
-    @model_validator(mode="after")
-    def _steps(self) -> SolverConfig:
-        if self.schedule == "step":
-            if not self.steps:
-                raise ValueError("schedule: step needs `steps` (iterations where the LR drops)")
-            if list(self.steps) != sorted(self.steps) or self.steps[-1] >= self.iterations:
-                raise ValueError("`steps` must be increasing and below `iterations`")
-        return self
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, value: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        # Declared after `iterations` and `schedule`, so both are in info.data.
+        iterations = info.data.get("iterations")
+        if info.data.get("schedule") == "step" and not value:
+            raise ValueError("schedule: step needs `steps` (iterations where the LR drops)")
+        if list(value) != sorted(value) or (value and iterations and value[-1] >= iterations):
+            raise ValueError("`steps` must be increasing and below `iterations`")
+        return value
 
 
 class EvalConfig(StrictModel):

@@ -61,7 +61,12 @@ class Sample:
 
     @property
     def size(self) -> tuple[int, int]:
+        """``(height, width)`` in pixels."""
         return (int(self.image.shape[0]), int(self.image.shape[1]))
+
+    def __len__(self) -> int:
+        """Number of instances."""
+        return int(self.labels.shape[0])
 
 
 @dataclasses.dataclass(frozen=True)
