@@ -20,7 +20,7 @@ from torch import nn
 
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.train.checkpointing import read_training_state, restore_rng
-from streamseg.train.config import TrainConfig
+from streamseg.train.config import ConfigError, TrainConfig
 from streamseg.train.data import Sample
 from streamseg.train.datasets import build_dataset, resolve_class_names
 from streamseg.train.distributed import DistInfo, init_from_env, shutdown
@@ -32,7 +32,6 @@ from streamseg.train.solver import build_optimizer, build_scheduler, configure_t
 from streamseg.train.trainer import (
     HookBase,
     Trainer,
-    TrainingError,
     make_iterator,
     run_with_signals,
 )
@@ -100,7 +99,7 @@ def _pick_device(name: str, info: DistInfo) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise TrainingError("device: cuda but no CUDA device is available; use device: cpu")
+            raise ConfigError("device: cuda but no CUDA device is available; use device: cpu")
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")
 
@@ -123,7 +122,7 @@ def run_training(
         out_dir = Path(cfg.output.dir)
         last = out_dir / "last.pth"
         if last.exists() and not resume:
-            raise TrainingError(
+            raise ConfigError(
                 f"{out_dir} already holds a run ({last}); pass --resume to continue it "
                 "or set output.dir to a new folder"
             )

@@ -99,3 +99,43 @@ def model_meta(
         "model_options": plain_options,
         "train_config": cfg.model_dump(mode="json"),
     }
+
+
+def load_trained_model(
+    weights: str, *, arch: str | None = None, **overrides: Any
+) -> tuple[nn.Module, tuple[str, ...]]:
+    """Build the model a checkpoint describes and load it strictly (eval mode).
+
+    A streamseg checkpoint carries ``arch``, ``class_names`` and the build
+    options in its meta; other files need ``arch`` (and load through the
+    model's own converter). ``overrides`` are further ``build_model``
+    options (e.g. ``score_threshold``).
+
+    Returns:
+        the model and its class names (``__background__`` first).
+
+    Raises:
+        CheckpointError: unreadable, mismatched, or no ``arch`` known.
+    """
+    from streamseg.models import build_model
+    from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
+
+    ckpt = read_checkpoint(weights)
+    meta_arch = ckpt.meta.get("arch")
+    if arch is not None and meta_arch is not None and arch != meta_arch:
+        raise CheckpointError(f"{weights} holds a {meta_arch!r} model, not {arch!r}")
+    arch = arch or meta_arch
+    if arch is None:
+        raise CheckpointError(f"{weights} does not say its architecture; pass --arch")
+    if meta_arch is None:
+        model = build_model(arch, weights=weights, **overrides)
+    else:
+        options = dict(ckpt.meta.get("model_options", {}))
+        options.update(class_options(arch, ckpt.meta["class_names"]))
+        options.update(overrides)
+        model = build_model(arch, **options)
+        check_state_dict(model, ckpt.state_dict, source=str(weights))
+        model.load_state_dict(ckpt.state_dict)
+    model.eval()
+    names = tuple(getattr(model, "class_names", ckpt.meta.get("class_names", ())))
+    return model, names
