@@ -88,6 +88,10 @@ class DatasetConfig(StrictModel):
         synthetic: a ``synthetic://?seed=..`` URL; frames are made on the fly.
         frames: synthetic: how many frames to use.
         stride: synthetic: use every ``stride``-th frame of the scene.
+        crowd_as_instances: train on ``iscrowd: 1`` annotations as ordinary
+            instances (some tools, e.g. CVAT through Datumaro, mark every mask
+            drawn with a brush as crowd); by default they are only ignored
+            regions in evaluation, as in COCO.
     """
 
     annotations: str | None = None
@@ -95,6 +99,7 @@ class DatasetConfig(StrictModel):
     synthetic: str | None = None
     frames: int = Field(default=100, ge=1)
     stride: int = Field(default=1, ge=1)
+    crowd_as_instances: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetConfig:

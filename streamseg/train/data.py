@@ -147,14 +147,22 @@ class CocoDataset:
         annotations: the JSON file (``images``, ``annotations``, ``categories``).
         images: folder the ``file_name`` entries are relative to (default:
             the JSON's folder).
+        crowd_as_instances: treat ``iscrowd: 1`` annotations as instances.
 
     Crowd annotations (``iscrowd: 1``) are kept for evaluation and left out
     of training targets. Categories the training class list lacks are
     ignored (with a warning).
     """
 
-    def __init__(self, annotations: str | Path, images: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        annotations: str | Path,
+        images: str | Path | None = None,
+        *,
+        crowd_as_instances: bool = False,
+    ) -> None:
         self.path = Path(annotations)
+        self.crowd_as_instances = crowd_as_instances
         self.image_dir = Path(images) if images is not None else self.path.parent
         data = self._read_json()
         self._categories = [(int(c["id"]), str(c["name"])) for c in data["categories"]]
@@ -211,8 +219,11 @@ class CocoDataset:
     def __len__(self) -> int:
         return len(self._images)
 
+    def _crowd(self, ann: dict[str, Any]) -> bool:
+        return bool(ann.get("iscrowd", 0)) and not self.crowd_as_instances
+
     def has_instances(self, index: int) -> bool:
-        return any(self._keep(a) and not a.get("iscrowd", 0) for a in self._anns[index])
+        return any(self._keep(a) and not self._crowd(a) for a in self._anns[index])
 
     def _keep(self, ann: dict[str, Any]) -> bool:
         return self._labels[self._cat_index[int(ann["category_id"])]] > 0
@@ -232,7 +243,7 @@ class CocoDataset:
             )
         boxes, labels, masks = [], [], []
         for ann in self._anns[index]:
-            if ann.get("iscrowd", 0) or not self._keep(ann):
+            if self._crowd(ann) or not self._keep(ann):
                 continue
             x, y, bw, bh = (float(v) for v in ann["bbox"])
             if bw < 1 or bh < 1:
@@ -268,7 +279,7 @@ class CocoDataset:
                     "category_id": self._labels[self._cat_index[int(ann["category_id"])]],
                     "bbox": [float(v) for v in ann["bbox"]],
                     "area": float(ann.get("area") or _rle_area(rle)),
-                    "iscrowd": int(ann.get("iscrowd", 0)),
+                    "iscrowd": int(self._crowd(ann)),
                     "segmentation": {"size": rle["size"], "counts": rle["counts"].decode("ascii")},
                 }
             )

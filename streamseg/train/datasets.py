@@ -25,7 +25,9 @@ def build_dataset(configs: Sequence[DatasetConfig]) -> UnionDataset:
             parts.append(SyntheticDataset(cfg.synthetic, frames=cfg.frames, stride=cfg.stride))
         else:
             assert cfg.annotations is not None
-            parts.append(CocoDataset(cfg.annotations, cfg.images))
+            parts.append(
+                CocoDataset(cfg.annotations, cfg.images, crowd_as_instances=cfg.crowd_as_instances)
+            )
     return UnionDataset(parts)
 
 

@@ -52,6 +52,14 @@ def test_crowd_regions_only_in_ground_truth(coco_dir: Path) -> None:
     assert len(ds[0]) == len(gt.annotations) - 1
 
 
+def test_crowd_as_instances(coco_dir: Path) -> None:
+    ds = CocoDataset(coco_dir, crowd_as_instances=True)
+    ds.set_class_names(("__background__", "red", "green"))
+    gt = ds.ground_truth(0)
+    assert sum(a["iscrowd"] for a in gt.annotations) == 0
+    assert len(ds[0]) == len(gt.annotations)
+
+
 def test_labels_follow_training_class_order(coco_dir: Path) -> None:
     ds = CocoDataset(coco_dir)
     ds.set_class_names(("__background__", "green", "blue", "red"))
