@@ -319,6 +319,7 @@ class SyntheticDataset:
         self.frames, self.stride, self.start = frames, stride, start
         self.native_class_names = tuple(n for n in self.scene.class_names if n != BACKGROUND)
         self._labels = torch.arange(len(self.scene.class_names), dtype=torch.int64)
+        self._last: tuple[int, Sample] | None = None  # ground_truth(i) right after self[i]
 
     def set_class_names(self, class_names: Sequence[str]) -> None:
         index = {name: i for i, name in enumerate(class_names)}
@@ -326,6 +327,7 @@ class SyntheticDataset:
             [index.get(n, -1) if n != BACKGROUND else 0 for n in self.scene.class_names],
             dtype=torch.int64,
         )
+        self._last = None
 
     def __len__(self) -> int:
         return self.frames
@@ -337,18 +339,22 @@ class SyntheticDataset:
     def __getitem__(self, index: int) -> Sample:
         if not 0 <= index < self.frames:
             raise IndexError(index)
+        if self._last is not None and self._last[0] == index:
+            return self._last[1]
         frame = self.scene.frame(self.start + index * self.stride)
         gt = frame.gt
         labels = self._labels[gt.labels.cpu()]
         keep = labels > 0
         masks = gt.masks if gt.masks is not None else _box_masks(gt.boxes, gt.image_size)
-        return Sample(
+        sample = Sample(
             image=frame.image.cpu(),
             boxes=gt.boxes[keep].float().cpu(),
             labels=labels[keep],
             masks=masks[keep].bool().cpu(),
             image_id=index,
         )
+        self._last = (index, sample)
+        return sample
 
     def ground_truth(self, index: int) -> GroundTruth:
         sample = self[index]

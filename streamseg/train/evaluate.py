@@ -178,11 +178,17 @@ def evaluate_model(
 ) -> dict[str, Any]:
     """Box and mask AP of ``model`` on ``dataset`` (see the module docstring)."""
     n = len(dataset) if max_images is None else min(max_images, len(dataset))
-    ground_truth = [dataset.ground_truth(i) for i in range(n)]
-    pairs = ((ground_truth[i].image_id, dataset[i].image) for i in range(n))
+    ground_truth: list[GroundTruth] = []
+
+    def pairs() -> Iterator[tuple[int, Tensor]]:
+        for i in range(n):
+            image = dataset[i].image
+            ground_truth.append(dataset.ground_truth(i))  # synthetic: reuses the frame just made
+            yield ground_truth[-1].image_id, image
+
     detections: list[dict[str, Any]] = []
     for image_id, inst in predict(
-        model, pairs, batch_size=batch_size, device=device, precision=precision
+        model, pairs(), batch_size=batch_size, device=device, precision=precision
     ):
         detections += detections_to_coco(image_id, inst)
     return coco_evaluate(ground_truth, detections, class_names)
