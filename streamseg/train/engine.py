@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from streamseg.models.checkpoint import CheckpointError
-from streamseg.train.checkpointing import read_training_state, restore_rng
+from streamseg.train.checkpointing import read_training_state, restore_rng, save_model_checkpoint
 from streamseg.train.config import ConfigError, TrainConfig
 from streamseg.train.data import Sample
 from streamseg.train.datasets import build_dataset, resolve_class_names
@@ -136,6 +136,83 @@ def run_training(
         shutdown(info)
 
 
+@dataclasses.dataclass
+class _Run:
+    """The parts of one run that hooks and checkpoints refer to."""
+
+    cfg: TrainConfig
+    info: DistInfo
+    device: torch.device
+    out_dir: Path
+    class_names: tuple[str, ...]
+    options: dict[str, Any]
+    model: nn.Module
+    sampler: MicroBatchSampler
+    eval_hook: EvalHook | None
+    iteration: int = 0
+
+    def meta(self) -> dict[str, Any]:
+        latest = self.eval_hook.latest if self.eval_hook is not None else {}
+        return model_meta(self.cfg, self.class_names, self.options, self.iteration, latest)
+
+    def data_state(self) -> dict[str, Any]:
+        s = self.cfg.solver
+        return {
+            "iteration": self.iteration,
+            "epoch": self.sampler.epoch_of(self.iteration),
+            "seed": s.seed,
+            "world_size": self.info.world_size,
+            "accumulation": s.accumulation,
+            "batch_size": s.batch_size,
+        }
+
+    def save_best(self, metrics: dict[str, Any]) -> None:
+        if self.info.is_main:
+            save_model_checkpoint(
+                self.out_dir / "best.pth", self.model, {**self.meta(), "metrics": metrics}
+            )
+
+    def hooks(self, start_iter: int) -> list[HookBase]:
+        cfg, info = self.cfg, self.info
+        log_file = self.out_dir / "metrics.jsonl"
+        metrics_log = MetricsLog(log_file, truncate_after=start_iter) if info.is_main else None
+        hooks: list[HookBase] = [
+            MetricsHook(
+                metrics_log,
+                period=cfg.output.log_period,
+                epoch_of=self.sampler.epoch_of,
+                progress=cfg.output.progress,
+            ),
+        ]
+        if self.eval_hook is not None:
+            self.eval_hook.metrics_log = metrics_log
+            self.eval_hook.save_best = self.save_best
+            hooks.append(self.eval_hook)
+        hooks.append(
+            CheckpointHook(
+                self.out_dir,
+                period=cfg.output.checkpoint_period,
+                is_main=info.is_main,
+                meta=self.meta,
+                data_state=self.data_state,
+            )
+        )
+        return hooks
+
+
+class _IterationTracker(HookBase):
+    """Keeps ``_Run.iteration`` equal to the trainer's (for meta and data state)."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def before_train(self) -> None:
+        self.run.iteration = self.trainer.iter
+
+    def after_step(self) -> None:
+        self.run.iteration = self.trainer.iter
+
+
 def _run(
     cfg: TrainConfig,
     info: DistInfo,
@@ -162,62 +239,15 @@ def _run(
         start_iter, hook_states = _resume(
             out_dir / "last.pth", cfg, info, model, optimizer, scheduler, scaler
         )
-    ddp_model: nn.Module = model
-    if info.enabled:
-        ddp_model = nn.parallel.DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            find_unused_parameters=True,
-        )
     sampler, batches = _data(cfg, info, device, model, train_set, start_iter)
-    eval_hook = _eval_hook(cfg, info, device, model, val_set, class_names, options, out_dir)
-    metrics_log = (
-        MetricsLog(out_dir / "metrics.jsonl", truncate_after=start_iter) if info.is_main else None
-    )
-    if eval_hook is not None:
-        eval_hook.metrics_log = metrics_log
-    hooks: list[HookBase] = [
-        MetricsHook(
-            metrics_log,
-            period=cfg.output.log_period,
-            epoch_of=sampler.epoch_of,
-            progress=cfg.output.progress,
-        ),
-    ]
-    if eval_hook is not None:
-        hooks.append(eval_hook)
-
-    def meta() -> dict[str, Any]:
-        latest = eval_hook.latest if eval_hook is not None else {}
-        return model_meta(cfg, class_names, options, trainer.iter, latest)
-
-    def data_state() -> dict[str, Any]:
-        return {
-            "iteration": trainer.iter,
-            "epoch": sampler.epoch_of(trainer.iter),
-            "seed": cfg.solver.seed,
-            "world_size": info.world_size,
-            "accumulation": cfg.solver.accumulation,
-            "batch_size": cfg.solver.batch_size,
-        }
-
-    hooks.append(
-        CheckpointHook(
-            out_dir,
-            period=cfg.output.checkpoint_period,
-            is_main=info.is_main,
-            meta=meta,
-            data_state=data_state,
-        )
-    )
-    hooks += list(extra_hooks)
+    eval_hook = _eval_hook(cfg, info, device, model, val_set, class_names)
+    run = _Run(cfg, info, device, out_dir, class_names, options, model, sampler, eval_hook)
+    hooks = [_IterationTracker(run), *run.hooks(start_iter), *extra_hooks]
     for hook in hooks:
         if type(hook).__name__ in hook_states:
             hook.load_state_dict(hook_states[type(hook).__name__])
-    if eval_hook is not None:
-        eval_hook.save_best = lambda metrics: _save_best(out_dir, model, meta, metrics, info)
     trainer = Trainer(
-        model=ddp_model,
+        model=_wrap_ddp(model, info, device),
         optimizer=optimizer,
         scheduler=scheduler,
         scaler=scaler,
@@ -245,13 +275,15 @@ def _run(
     )
 
 
-def _save_best(
-    out_dir: Path, model: nn.Module, meta: Any, metrics: dict[str, Any], info: DistInfo
-) -> None:
-    from streamseg.train.checkpointing import save_model_checkpoint
-
-    if info.is_main:
-        save_model_checkpoint(out_dir / "best.pth", model, {**meta(), "metrics": metrics})
+def _wrap_ddp(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
+    if not info.enabled:
+        return model
+    return nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        # Detection heads can leave parameters unused in a step (no positive RoI).
+        find_unused_parameters=True,
+    )
 
 
 def _resume(
@@ -352,8 +384,6 @@ def _eval_hook(
     model: nn.Module,
     val_set: Any,
     class_names: tuple[str, ...],
-    options: dict[str, Any],
-    out_dir: Path,
 ) -> EvalHook | None:
     if val_set is None:
         return None
