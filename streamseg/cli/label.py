@@ -1,0 +1,106 @@
+"""``streamseg label --weights TEACHER --out DIR VIDEO...``: pseudo-label footage.
+
+Writes ``DIR/annotations.json`` (COCO instances, RLE masks) and
+``DIR/images/*.png``; train on it with a ``data.train`` entry
+``{annotations: DIR/annotations.json}``. Prints a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from streamseg.cli import EXIT_OK, UsageError
+
+_VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".ts", ".h264", ".webm"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", help="video files, or folders of them (e.g. record's)")
+    parser.add_argument("--weights", required=True, help="teacher checkpoint")
+    parser.add_argument("--arch", default=None, help="teacher architecture (non-streamseg files)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--score-threshold", type=float, default=0.5)
+    sampling = parser.add_mutually_exclusive_group()
+    sampling.add_argument("--every", type=int, default=1, help="label every N-th frame")
+    sampling.add_argument("--fps", type=float, default=None, help="label F frames per second")
+    parser.add_argument(
+        "--min-track-frames",
+        type=int,
+        default=1,
+        help="keep instances tracked over at least K sampled frames (1: off)",
+    )
+    parser.add_argument("--classes", default="", help="comma-separated teacher classes to keep")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--max-frames", type=int, default=None, help="per video")
+
+
+def _videos(inputs: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            out += sorted(p for p in path.rglob("*") if p.suffix.lower() in _VIDEO_SUFFIXES)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise UsageError(f"input {path} does not exist")
+    if not out:
+        raise UsageError(f"no video files found in {', '.join(inputs)}")
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamseg.models.checkpoint import CheckpointError
+    from streamseg.train.label import LabelOptions, label_videos
+    from streamseg.train.modeling import load_trained_model
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.every < 1 or (args.fps is not None and args.fps <= 0):
+        raise UsageError("--every must be >= 1 and --fps > 0")
+    if args.min_track_frames < 1:
+        raise UsageError("--min-track-frames must be >= 1")
+    videos = _videos(args.inputs)
+    options = LabelOptions(
+        score_threshold=args.score_threshold,
+        every=args.every,
+        fps=args.fps,
+        min_track_frames=args.min_track_frames,
+        classes=tuple(c.strip() for c in args.classes.split(",") if c.strip()),
+        batch_size=args.batch_size,
+        device=args.device,
+        precision=args.precision,
+        max_frames=args.max_frames,
+    )
+    try:
+        model, class_names = load_trained_model(
+            args.weights, arch=args.arch, score_threshold=args.score_threshold
+        )
+    except (CheckpointError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    model.to(args.device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = label_videos(
+            videos, model=model, class_names=class_names, out_dir=out, options=options
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(
+        json.dumps(
+            {
+                "annotations": str(result.annotations),
+                "images": result.images,
+                "instances": result.instances,
+                "dropped_unconfirmed": result.dropped_unconfirmed,
+                "dropped_low_score": result.dropped_low_score,
+                "videos": [str(v) for v in videos],
+            }
+        )
+    )
+    return EXIT_OK

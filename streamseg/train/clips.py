@@ -1,0 +1,106 @@
+"""Clips around alerts while ``serve`` runs: the runtime hook.
+
+The runtime feeds it two things (see ``docs/architecture.md``, "Recording
+hooks"):
+
+* every demuxed packet of every camera: ``clips.on_packet(camera_id, packet,
+  stream)`` (from the ingest thread, before decoding);
+* every alert: ``clips.on_events(events)`` (after the alert stage).
+
+Alerts select by the ``record.clips`` filters (cameras, rules, kinds); the
+clip's time is the alert's ``pts`` (stream seconds, the clock of
+``Frame.pts`` and of the packets). Files go to ``record.dir/<camera>/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from streamseg.config.record import RecordConfig
+from streamseg.train.record import ClipRecorder, RecordedFile
+from streamseg.types import Event
+
+__all__ = ["ClipHook"]
+
+log = logging.getLogger("streamseg.record")
+
+
+class ClipHook:
+    """Writes a clip per alert (merging overlapping ones) for every camera.
+
+    Args:
+        config: the ``record:`` section; nothing happens unless
+            ``config.clips.enabled``.
+    """
+
+    def __init__(self, *, config: RecordConfig) -> None:
+        self.config = config
+        self.enabled = config.clips.enabled
+        self._recorders: dict[str, ClipRecorder] = {}
+        self._lock = threading.Lock()
+        self._done: list[RecordedFile] = []
+        self.ignored_events = 0
+
+    def wants(self, event: Event) -> bool:
+        """Whether ``event`` passes the ``record.clips`` filters."""
+        c = self.config.clips
+        return (
+            (not c.cameras or event.camera_id in c.cameras)
+            and (not c.rules or event.rule in c.rules)
+            and (not c.kinds or event.kind in c.kinds)
+        )
+
+    def on_packet(self, camera_id: str, packet: Any, stream: Any) -> None:
+        """One demuxed packet (``av.Packet``) of ``camera_id``'s video ``stream``."""
+        if not self.enabled or (
+            self.config.clips.cameras and camera_id not in self.config.clips.cameras
+        ):
+            return
+        with self._lock:
+            rec = self._recorders.get(camera_id)
+            if rec is None or rec.template is not stream:
+                if rec is not None:  # the source reconnected: new codec context
+                    self._done += rec.close()
+                rec = self._recorders[camera_id] = self._recorder(camera_id, stream)
+            rec.push(packet)
+
+    def _recorder(self, camera_id: str, stream: Any) -> ClipRecorder:
+        c = self.config.clips
+        return ClipRecorder(
+            out_dir=Path(self.config.dir) / camera_id,
+            camera_id=camera_id,
+            template=stream,
+            before_s=c.before_s,
+            after_s=c.after_s,
+            max_s=c.max_s,
+            container=self.config.container,
+        )
+
+    def on_events(self, events: Sequence[Event]) -> None:
+        """Alerts from the alert stage; each wanted one opens or extends a clip."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for event in events:
+                rec = self._recorders.get(event.camera_id)
+                if rec is None or not self.wants(event):
+                    self.ignored_events += 1
+                    continue
+                rec.trigger(event.pts, tag=f"{event.rule}_{event.kind}")
+
+    def files(self) -> list[RecordedFile]:
+        """Clips finished so far, all cameras."""
+        with self._lock:
+            return self._done + [f for r in self._recorders.values() for f in r.files]
+
+    def close(self) -> list[RecordedFile]:
+        """Finish open clips; returns every clip written."""
+        with self._lock:
+            for rec in self._recorders.values():
+                self._done += rec.close()
+            self._recorders.clear()
+            return list(self._done)

@@ -1,0 +1,409 @@
+"""From a :class:`TrainConfig` to a finished (or resumable) run.
+
+``run_training(cfg)`` builds the datasets, the model (starting weights, new
+class heads, frozen stages), optimiser, schedule, data loader and hooks, runs
+the :class:`Trainer` and returns a :class:`TrainResult`. The same code runs
+in one process or in each process of a ``torchrun`` group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from streamseg.models.checkpoint import CheckpointError
+from streamseg.train.checkpointing import read_training_state, restore_rng, save_model_checkpoint
+from streamseg.train.config import ConfigError, TrainConfig
+from streamseg.train.data import Sample
+from streamseg.train.datasets import build_dataset, resolve_class_names
+from streamseg.train.distributed import DistInfo, init_from_env, shutdown
+from streamseg.train.evaluate import evaluate_model
+from streamseg.train.hooks import CheckpointHook, EvalHook, MetricsHook, MetricsLog
+from streamseg.train.modeling import build_train_model, input_spec, model_meta
+from streamseg.train.sampler import MicroBatchSampler, mix_seed
+from streamseg.train.solver import build_optimizer, build_scheduler, configure_tf32, make_scaler
+from streamseg.train.trainer import (
+    HookBase,
+    Trainer,
+    make_iterator,
+    run_with_signals,
+)
+from streamseg.train.transforms import TrainTransform, batch_images
+
+__all__ = ["TrainResult", "TrainingView", "oom_hint", "run_training"]
+
+log = logging.getLogger("streamseg.train")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """How a run ended: the iteration reached, whether it was stopped early,
+    the best value of the eval metric and the last evaluation."""
+
+    out_dir: Path
+    iteration: int
+    stopped: bool
+    best: float | None
+    best_iteration: int | None
+    eval: dict[str, Any]
+
+
+class TrainingView:
+    """Training samples by ``(position, index)``: augmentation seeded per position."""
+
+    def __init__(self, dataset: Any, transform: TrainTransform, seed: int) -> None:
+        self.dataset = dataset
+        self.transform = transform
+        self.seed = seed
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[int, Sample]:
+        position, index = key
+        generator = torch.Generator().manual_seed(mix_seed(self.seed, 1, position))
+        return position, self.transform(self.dataset[index], generator)
+
+
+def oom_hint(cfg: TrainConfig) -> str:
+    """What to turn when the GPU runs out of memory, with current values."""
+    s, d, m = cfg.solver, cfg.data, cfg.model
+    return (
+        "Out of GPU memory. Turn these knobs in the training config:\n"
+        f"  solver.batch_size: {s.batch_size} -> lower it, and raise solver.accumulation "
+        f"({s.accumulation}) to keep the effective batch;\n"
+        f"  data.min_size / data.max_size: {d.min_size} / {d.max_size} -> smaller images;\n"
+        f"  model.roi_samples_per_image: {m.roi_samples_per_image} -> fewer RoIs per image;\n"
+        f"  solver.precision: {s.precision} -> bf16 (or fp16) halves activation memory;\n"
+        "  model.freeze_backbone_stages: freeze more stages to drop their gradients."
+    )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _pick_device(name: str, info: DistInfo) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("device: cuda but no CUDA device is available; use device: cpu")
+        return torch.device("cuda", info.local_rank)
+    return torch.device("cpu")
+
+
+def run_training(
+    cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    extra_hooks: Sequence[HookBase] = (),
+    install_signals: bool = True,
+) -> TrainResult:
+    """Train as ``cfg`` says; see the module docstring."""
+    device_name = (
+        cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    info = init_from_env(device_name)
+    try:
+        device = _pick_device(cfg.device, info)
+        configure_tf32(cfg.solver.tf32)
+        out_dir = Path(cfg.output.dir)
+        last = out_dir / "last.pth"
+        if last.exists() and not resume:
+            raise ConfigError(
+                f"{out_dir} already holds a run ({last}); pass --resume to continue it "
+                "or set output.dir to a new folder"
+            )
+        if info.is_main:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))
+        return _run(
+            cfg, info, device, out_dir, resume and last.exists(), extra_hooks, install_signals
+        )
+    finally:
+        shutdown(info)
+
+
+@dataclasses.dataclass
+class _Run:
+    """The parts of one run that hooks and checkpoints refer to."""
+
+    cfg: TrainConfig
+    info: DistInfo
+    device: torch.device
+    out_dir: Path
+    class_names: tuple[str, ...]
+    options: dict[str, Any]
+    model: nn.Module
+    sampler: MicroBatchSampler
+    eval_hook: EvalHook | None
+    iteration: int = 0
+
+    def meta(self) -> dict[str, Any]:
+        latest = self.eval_hook.latest if self.eval_hook is not None else {}
+        return model_meta(self.cfg, self.class_names, self.options, self.iteration, latest)
+
+    def data_state(self) -> dict[str, Any]:
+        s = self.cfg.solver
+        return {
+            "iteration": self.iteration,
+            "epoch": self.sampler.epoch_of(self.iteration),
+            "seed": s.seed,
+            "world_size": self.info.world_size,
+            "accumulation": s.accumulation,
+            "batch_size": s.batch_size,
+        }
+
+    def save_best(self, metrics: dict[str, Any]) -> None:
+        if self.info.is_main:
+            save_model_checkpoint(
+                self.out_dir / "best.pth", self.model, {**self.meta(), "metrics": metrics}
+            )
+
+    def hooks(self, start_iter: int) -> list[HookBase]:
+        cfg, info = self.cfg, self.info
+        log_file = self.out_dir / "metrics.jsonl"
+        metrics_log = MetricsLog(log_file, truncate_after=start_iter) if info.is_main else None
+        hooks: list[HookBase] = [
+            MetricsHook(
+                metrics_log,
+                period=cfg.output.log_period,
+                epoch_of=self.sampler.epoch_of,
+                progress=cfg.output.progress,
+            ),
+        ]
+        if self.eval_hook is not None:
+            self.eval_hook.metrics_log = metrics_log
+            self.eval_hook.save_best = self.save_best
+            hooks.append(self.eval_hook)
+        hooks.append(
+            CheckpointHook(
+                self.out_dir,
+                period=cfg.output.checkpoint_period,
+                is_main=info.is_main,
+                meta=self.meta,
+                data_state=self.data_state,
+            )
+        )
+        return hooks
+
+
+class _IterationTracker(HookBase):
+    """Keeps ``_Run.iteration`` equal to the trainer's (for meta and data state)."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+
+    def before_train(self) -> None:
+        self.run.iteration = self.trainer.iter
+
+    def after_step(self) -> None:
+        self.run.iteration = self.trainer.iter
+
+
+def _run(
+    cfg: TrainConfig,
+    info: DistInfo,
+    device: torch.device,
+    out_dir: Path,
+    resume: bool,
+    extra_hooks: Sequence[HookBase],
+    install_signals: bool,
+) -> TrainResult:
+    train_set = build_dataset(cfg.data.train)
+    val_set = build_dataset(cfg.data.val) if cfg.data.val else None
+    class_names = resolve_class_names(cfg.model.class_names, train_set)
+    train_set.set_class_names(class_names)
+    if val_set is not None:
+        val_set.set_class_names(class_names)
+    seed_everything(cfg.solver.seed)  # the initialisation of new layers
+    model, options = build_train_model(cfg.model, class_names, load_weights=not resume)
+    model.to(device)
+    optimizer = build_optimizer(model, cfg.solver)
+    scheduler = build_scheduler(optimizer, cfg.solver)
+    scaler = make_scaler(cfg.solver.precision, device.type)
+    start_iter, hook_states = 0, dict[str, Any]()
+    if resume:
+        start_iter, hook_states = _resume(
+            out_dir / "last.pth", cfg, info, model, optimizer, scheduler, scaler
+        )
+    sampler, batches = _data(cfg, info, device, model, train_set, start_iter)
+    eval_hook = _eval_hook(cfg, info, device, model, val_set, class_names)
+    run = _Run(cfg, info, device, out_dir, class_names, options, model, sampler, eval_hook)
+    hooks = [_IterationTracker(run), *run.hooks(start_iter), *extra_hooks]
+    for hook in hooks:
+        if type(hook).__name__ in hook_states:
+            hook.load_state_dict(hook_states[type(hook).__name__])
+    trainer = Trainer(
+        model=_wrap_ddp(model, info, device),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        batches=batches,
+        accumulation=cfg.solver.accumulation,
+        max_iter=cfg.solver.iterations,
+        start_iter=start_iter,
+        seed=cfg.solver.seed,
+        device=device,
+        precision=cfg.solver.precision,
+        clip_grad_norm=cfg.solver.clip_grad_norm,
+        dist=info,
+        images_per_iter=cfg.solver.batch_size * cfg.solver.accumulation * info.world_size,
+        oom_hint=oom_hint(cfg),
+        hooks=hooks,
+    )
+    run_with_signals(trainer, install_signals)
+    return TrainResult(
+        out_dir=out_dir,
+        iteration=trainer.iter,
+        stopped=trainer.stopped,
+        best=eval_hook.best if eval_hook else None,
+        best_iteration=eval_hook.best_iteration if eval_hook else None,
+        eval=eval_hook.latest if eval_hook else {},
+    )
+
+
+def _wrap_ddp(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
+    if not info.enabled:
+        return model
+    return nn.parallel.DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        # Detection heads can leave parameters unused in a step (no positive RoI).
+        find_unused_parameters=True,
+    )
+
+
+def _resume(
+    path: Path,
+    cfg: TrainConfig,
+    info: DistInfo,
+    model: nn.Module,
+    optimizer: Any,
+    scheduler: Any,
+    scaler: Any,
+) -> tuple[int, dict[str, Any]]:
+    model_state, meta, state = read_training_state(path)
+    if meta.get("arch") != cfg.model.arch:
+        raise CheckpointError(
+            f"{path} is a {meta.get('arch')!r} run but model.arch is {cfg.model.arch!r}"
+        )
+    model.load_state_dict(model_state)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    restore_rng(state["rng"])
+    data = state["data"]
+    effective = (info.world_size, cfg.solver.accumulation, cfg.solver.batch_size)
+    saved = (data["world_size"], data["accumulation"], data["batch_size"])
+    if effective != saved or data["seed"] != cfg.solver.seed:
+        log.warning(
+            "resuming with (processes, accumulation, batch_size, seed) = %s instead of %s: "
+            "training goes on, but not in the exact data order of the original run",
+            (*effective, cfg.solver.seed),
+            (*saved, data["seed"]),
+        )
+    log.info("resumed from %s at iteration %d (epoch %d)", path, state["iteration"], data["epoch"])
+    return int(state["iteration"]), dict(state.get("hooks", {}))
+
+
+def _data(
+    cfg: TrainConfig,
+    info: DistInfo,
+    device: torch.device,
+    model: nn.Module,
+    train_set: Any,
+    start_iter: int,
+) -> tuple[MicroBatchSampler, Any]:
+    spec = input_spec(model)
+    indices = [
+        i for i in range(len(train_set)) if not cfg.data.skip_empty or train_set.has_instances(i)
+    ]
+    sampler = MicroBatchSampler(
+        indices=indices,
+        batch_size=cfg.solver.batch_size,
+        world_size=info.world_size,
+        rank=info.rank,
+        accumulation=cfg.solver.accumulation,
+        seed=cfg.solver.seed,
+        start_iteration=start_iter,
+    )
+    transform = TrainTransform(
+        min_sizes=tuple(cfg.data.min_size or (spec.min_size,)),
+        max_size=cfg.data.max_size or spec.max_size,
+        hflip_prob=cfg.data.hflip,
+    )
+    loader: Any = torch.utils.data.DataLoader(
+        TrainingView(train_set, transform, cfg.solver.seed),  # type: ignore[arg-type]
+        batch_sampler=sampler,
+        num_workers=cfg.data.workers,
+        collate_fn=list,
+        pin_memory=device.type == "cuda",
+        persistent_workers=cfg.data.workers > 0,
+    )
+
+    def to_inputs(samples: list[Sample]) -> Any:
+        images, sizes = batch_images(
+            [s.image for s in samples],
+            channel_order=spec.channel_order,
+            scale=spec.scale,
+            mean=spec.mean,
+            std=spec.std,
+            size_divisibility=spec.size_divisibility,
+            device=device,
+        )
+        targets = [
+            {
+                "boxes": s.boxes.to(device),
+                "labels": s.labels.to(device),
+                "masks": s.masks.to(device, torch.uint8),
+            }
+            for s in samples
+        ]
+        return images, sizes, targets
+
+    return sampler, make_iterator(loader, to_inputs, cfg.solver.batch_size)
+
+
+def _eval_hook(
+    cfg: TrainConfig,
+    info: DistInfo,
+    device: torch.device,
+    model: nn.Module,
+    val_set: Any,
+    class_names: tuple[str, ...],
+) -> EvalHook | None:
+    if val_set is None:
+        return None
+
+    def evaluate() -> dict[str, Any]:
+        return evaluate_model(
+            model,
+            val_set,
+            class_names,
+            batch_size=cfg.eval.batch_size,
+            device=device,
+            precision=cfg.solver.precision,
+            max_images=cfg.data.val_max_images,
+        )
+
+    return EvalHook(
+        evaluate,
+        period=cfg.eval.period,
+        metric=cfg.eval.metric,
+        is_main=info.is_main,
+        metrics_log=None,
+        save_best=lambda _: None,
+    )

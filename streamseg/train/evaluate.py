@@ -1,0 +1,194 @@
+"""Box and mask AP on a COCO-style dataset with faster-coco-eval.
+
+``evaluate_model(model, dataset)`` runs a model (eval mode, at the sizes of
+its ``input_spec``, as ``serve`` would) over every image and returns::
+
+    {"bbox": {"AP": .., "AP50": .., "AP75": .., "APs": .., "APm": .., "APl": ..},
+     "segm": {...}, "images": N, "instances": M, "detections": D}
+
+AP values are in ``[0, 1]`` (COCO's 0.50:0.95 IoU average); a metric with no
+ground truth to score reads ``-1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from streamseg.train.data import DetectionDataset, GroundTruth, encode_mask
+from streamseg.train.modeling import input_spec
+from streamseg.train.transforms import batch_images, resize_image, resized_shape
+from streamseg.types import Instances
+
+__all__ = ["coco_evaluate", "detections_to_coco", "evaluate_model", "predict"]
+
+log = logging.getLogger("streamseg.train")
+_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+
+
+def coco_evaluate(
+    ground_truth: Sequence[GroundTruth],
+    detections: Sequence[dict[str, Any]],
+    class_names: Sequence[str],
+) -> dict[str, Any]:
+    """COCO AP of ``detections`` (COCO result dicts) against ``ground_truth``.
+
+    Args:
+        ground_truth: one entry per evaluated image.
+        detections: ``{"image_id", "category_id", "bbox" (xywh), "score",
+            "segmentation" (RLE)}`` dicts; ``category_id`` is a training label.
+        class_names: training class names, ``__background__`` first.
+    """
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    gt = _gt_dict(ground_truth, class_names)
+    result: dict[str, Any] = {
+        "images": len(ground_truth),
+        "instances": sum(1 for a in gt["annotations"] if not a["iscrowd"]),
+        "detections": len(detections),
+    }
+    if not gt["annotations"]:
+        log.warning("evaluation data has no annotations: AP is undefined (-1)")
+    coco_gt = COCO(gt)
+    coco_dt = coco_gt.loadRes([dict(d) for d in detections])
+    for iou_type in ("bbox", "segm"):
+        ev = COCOeval_faster(coco_gt, coco_dt, iouType=iou_type, print_function=_quiet)
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+        stats = [float(s) for s in ev.stats[: len(_STAT_NAMES)]]
+        result[iou_type] = {n: round(v, 6) for n, v in zip(_STAT_NAMES, stats, strict=True)}
+    return result
+
+
+def _quiet(*_: Any, **__: Any) -> None:
+    return None
+
+
+def _gt_dict(ground_truth: Sequence[GroundTruth], class_names: Sequence[str]) -> dict[str, Any]:
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    for gt in ground_truth:
+        images.append({"id": gt.image_id, "height": gt.height, "width": gt.width})
+        for ann in gt.annotations:
+            annotations.append({**ann, "id": len(annotations) + 1, "image_id": gt.image_id})
+    categories = [{"id": i, "name": n} for i, n in enumerate(class_names) if i > 0]
+    return {"images": images, "annotations": annotations, "categories": categories}
+
+
+def detections_to_coco(image_id: int, instances: Instances) -> list[dict[str, Any]]:
+    """One image's ``Instances`` -> COCO result dicts (boxes ``xywh``, RLE masks)."""
+    inst = instances.to("cpu")
+    out = []
+    masks = inst.masks
+    for i in range(len(inst)):
+        x1, y1, x2, y2 = (float(v) for v in inst.boxes[i])
+        det: dict[str, Any] = {
+            "image_id": int(image_id),
+            "category_id": int(inst.labels[i]),
+            "bbox": [x1, y1, x2 - x1, y2 - y1],
+            "score": float(inst.scores[i]),
+        }
+        if masks is not None:
+            det["segmentation"] = encode_mask(masks[i])
+        out.append(det)
+    return out
+
+
+def predict(
+    model: nn.Module,
+    images: Iterable[tuple[int, Tensor]],
+    *,
+    batch_size: int = 2,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+) -> Iterator[tuple[int, Instances]]:
+    """Run ``model`` (eval mode) over ``(image_id, uint8 (H, W, 3))`` pairs.
+
+    Images are resized and normalised following ``model.input_spec``; the
+    returned instances are at each image's own resolution.
+    """
+    spec = input_spec(model)
+    was_training = model.training
+    model.eval()
+    try:
+        batch: list[tuple[int, Tensor]] = []
+        for item in images:
+            batch.append(item)
+            if len(batch) == batch_size:
+                yield from _predict_batch(model, spec, batch, device, precision)
+                batch = []
+        if batch:
+            yield from _predict_batch(model, spec, batch, device, precision)
+    finally:
+        model.train(was_training)
+
+
+def _predict_batch(
+    model: nn.Module,
+    spec: Any,
+    batch: list[tuple[int, Tensor]],
+    device: torch.device | str,
+    precision: str,
+) -> list[tuple[int, Instances]]:
+    frame_sizes = [(int(im.shape[0]), int(im.shape[1])) for _, im in batch]
+    resized = [
+        resize_image(im, resized_shape(h, w, spec.min_size, spec.max_size))
+        for (_, im), (h, w) in zip(batch, frame_sizes, strict=True)
+    ]
+    x, sizes = batch_images(
+        resized,
+        channel_order=spec.channel_order,
+        scale=spec.scale,
+        mean=spec.mean,
+        std=spec.std,
+        size_divisibility=spec.size_divisibility,
+        device=device,
+    )
+    with torch.inference_mode(), autocast(device, precision):
+        outputs = model(x, sizes)
+    with torch.inference_mode():
+        postprocess: Any = model.postprocess
+        results = postprocess(outputs, sizes, frame_sizes)
+    return [(image_id, inst) for (image_id, _), inst in zip(batch, results, strict=True)]
+
+
+def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager[Any]:
+    """``torch.autocast`` for ``bf16`` / ``fp16``; a no-op for ``fp32``."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
+
+
+def evaluate_model(
+    model: nn.Module,
+    dataset: DetectionDataset,
+    class_names: Sequence[str],
+    *,
+    batch_size: int = 2,
+    device: torch.device | str = "cpu",
+    precision: str = "fp32",
+    max_images: int | None = None,
+) -> dict[str, Any]:
+    """Box and mask AP of ``model`` on ``dataset`` (see the module docstring)."""
+    n = len(dataset) if max_images is None else min(max_images, len(dataset))
+    ground_truth: list[GroundTruth] = []
+
+    def pairs() -> Iterator[tuple[int, Tensor]]:
+        for i in range(n):
+            image = dataset[i].image
+            ground_truth.append(dataset.ground_truth(i))  # synthetic: reuses the frame just made
+            yield ground_truth[-1].image_id, image
+
+    detections: list[dict[str, Any]] = []
+    for image_id, inst in predict(
+        model, pairs(), batch_size=batch_size, device=device, precision=precision
+    ):
+        detections += detections_to_coco(image_id, inst)
+    return coco_evaluate(ground_truth, detections, class_names)

@@ -1,0 +1,269 @@
+"""Pseudo-labels: a teacher model over recorded footage -> a COCO dataset.
+
+For each video: decode, keep every N-th frame (or F frames per second of
+stream time), run the teacher, keep instances scoring at least the threshold,
+and (optionally) only instances the tracker follows over at least K of the
+sampled frames, which drops one-frame flickers. Frames are written as PNG
+(lossless) next to one COCO instance JSON with compressed-RLE masks, which
+``streamseg train`` reads like any human-made COCO file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from streamseg.train.evaluate import predict
+from streamseg.train.images import write_png
+from streamseg.types import Frame, FrameResult, Instances
+
+__all__ = ["LabelOptions", "LabelResult", "label_videos", "sample_frames"]
+
+log = logging.getLogger("streamseg.label")
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelOptions:
+    """How footage becomes labels.
+
+    Attributes:
+        score_threshold: keep teacher instances scoring at least this.
+        every: keep every ``every``-th decoded frame (with ``fps`` unset).
+        fps: keep this many frames per second of stream time instead.
+        min_track_frames: keep an instance only if its track is matched in
+            at least this many sampled frames (1: no tracking).
+        classes: keep only these teacher classes (empty: all).
+        batch_size: frames per teacher forward pass.
+        device / precision: where and how the teacher runs.
+        max_frames: stop after this many sampled frames per video.
+    """
+
+    score_threshold: float = 0.5
+    every: int = 1
+    fps: float | None = None
+    min_track_frames: int = 1
+    classes: tuple[str, ...] = ()
+    batch_size: int = 2
+    device: str = "cpu"
+    precision: str = "fp32"
+    max_frames: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelResult:
+    """What was written: the JSON, frames, instances kept and dropped."""
+
+    annotations: Path
+    images: int
+    instances: int
+    dropped_unconfirmed: int
+    dropped_low_score: int
+
+
+def sample_frames(
+    path: Path, *, every: int = 1, fps: float | None = None, max_frames: int | None = None
+) -> Iterator[tuple[int, float, Tensor]]:
+    """``(frame index, pts seconds, uint8 (H, W, 3))`` of the sampled frames of ``path``."""
+    import av
+
+    next_time = None
+    taken = 0
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        for index, frame in enumerate(container.decode(stream)):
+            tb = frame.time_base
+            t = float(frame.pts * tb) if frame.pts is not None and tb is not None else index / 30.0
+            if fps is not None:
+                if next_time is not None and t < next_time - 1e-6:
+                    continue
+                next_time = (t if next_time is None else next_time) + 1.0 / fps
+            elif index % every:
+                continue
+            yield index, t, torch.from_numpy(frame.to_ndarray(format="rgb24"))
+            taken += 1
+            if max_frames is not None and taken >= max_frames:
+                return
+
+
+def _masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
+    try:
+        from streamseg.ops import masks_to_rle  # type: ignore[attr-defined]
+    except ImportError:
+        from streamseg.train.data import encode_mask
+
+        return [encode_mask(m) for m in masks]
+    return [dict(r) for r in masks_to_rle(masks.cpu())]
+
+
+class _Tracker:
+    """streamseg's tracker over the sampled frames of one video."""
+
+    def __init__(self, class_names: Sequence[str]) -> None:
+        from streamseg.config.alerts import AlertsConfig
+        from streamseg.config.tracking import TrackingConfig
+        from streamseg.track import build_tracking_stage  # type: ignore[attr-defined]
+
+        self.stage = build_tracking_stage(
+            TrackingConfig(), AlertsConfig(enabled=False), class_names
+        )
+
+    def __call__(self, seq: int, pts: float, image: Tensor, inst: Instances) -> Tensor:
+        frame = Frame(camera_id="label", seq=seq, pts=pts, capture_time=pts, image=image)
+        result, _events = self.stage.process(FrameResult(frame.without_image(), inst))
+        ids = result.instances.track_ids
+        return ids if ids is not None else torch.full((len(inst),), -1, dtype=torch.int64)
+
+    def close(self) -> None:
+        self.stage.close()
+
+
+def label_videos(
+    videos: Sequence[Path],
+    *,
+    model: nn.Module,
+    class_names: Sequence[str],
+    out_dir: Path,
+    options: LabelOptions,
+) -> LabelResult:
+    """Label ``videos`` with ``model``; write ``out_dir/annotations.json`` + ``images/``."""
+    keep_names = [n for n in class_names[1:] if not options.classes or n in options.classes]
+    unknown = [c for c in options.classes if c not in class_names]
+    if unknown:
+        raise ValueError(f"the teacher has no class {unknown}; it knows {list(class_names[1:])}")
+    category_of = {class_names.index(n): i + 1 for i, n in enumerate(keep_names)}
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    stats: Counter[str] = Counter()
+    for video in videos:
+        imgs, anns = _label_one(
+            video,
+            model,
+            class_names,
+            category_of,
+            out_dir,
+            options,
+            first_id=len(images) + 1,
+            stats=stats,
+        )
+        images += imgs
+        annotations += anns
+    for i, ann in enumerate(annotations):
+        ann["id"] = i + 1
+    categories = [{"id": i + 1, "name": n} for i, n in enumerate(keep_names)]
+    path = out_dir / "annotations.json"
+    path.write_text(
+        json.dumps(
+            {
+                "images": images,
+                "annotations": annotations,
+                "categories": categories,
+                "info": {
+                    "description": "streamseg label pseudo-labels",
+                    "options": dataclasses.asdict(options),
+                },
+            }
+        )
+    )
+    return LabelResult(
+        path, len(images), len(annotations), stats["unconfirmed"], stats["low_score"]
+    )
+
+
+def _label_one(
+    video: Path,
+    model: nn.Module,
+    class_names: Sequence[str],
+    category_of: dict[int, int],
+    out_dir: Path,
+    options: LabelOptions,
+    *,
+    first_id: int,
+    stats: Counter[str],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    tracker = _Tracker(class_names) if options.min_track_frames > 1 else None
+    frames: dict[int, tuple[int, float, Tensor]] = {}
+
+    def pairs() -> Iterator[tuple[int, Tensor]]:
+        for n, (index, t, image) in enumerate(
+            sample_frames(
+                video, every=options.every, fps=options.fps, max_frames=options.max_frames
+            )
+        ):
+            frames[n] = (index, t, image)
+            yield n, image
+
+    images: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # annotations (RLE masks) with their track id
+    for n, inst in predict(
+        model,
+        pairs(),
+        batch_size=options.batch_size,
+        device=options.device,
+        precision=options.precision,
+    ):
+        index, t, image = frames.pop(n)
+        inst = inst.to("cpu")
+        keep = inst.scores >= options.score_threshold
+        stats["low_score"] += int((~keep).sum())
+        inst = inst[keep]
+        inst = inst[
+            torch.tensor([int(lab) in category_of for lab in inst.labels], dtype=torch.bool)
+        ]
+        ids = tracker(n, t, image, inst) if tracker else torch.full((len(inst),), -1)
+        image_id = first_id + len(images)
+        name = f"images/{video.stem}_{index:06d}.png"
+        write_png(out_dir / name, image)
+        images.append(
+            {
+                "id": image_id,
+                "file_name": name,
+                "height": int(image.shape[0]),
+                "width": int(image.shape[1]),
+                "video": str(video),
+                "frame_index": index,
+                "pts": round(t, 6),
+            }
+        )
+        pending += _annotations(image_id, inst, category_of, ids)
+    if tracker is None:
+        annotations = pending
+    else:
+        tracker.close()
+        hits = Counter(a["track_id"] for a in pending if a["track_id"] >= 0)
+        annotations = [a for a in pending if hits.get(a["track_id"], 0) >= options.min_track_frames]
+        stats["unconfirmed"] += len(pending) - len(annotations)
+    log.info("%s: %d frames, %d instances", video, len(images), len(annotations))
+    return images, annotations
+
+
+def _annotations(
+    image_id: int, inst: Instances, category_of: dict[int, int], track_ids: Tensor
+) -> list[dict[str, Any]]:
+    if not len(inst):
+        return []
+    assert inst.masks is not None, "the teacher gives no masks"
+    rles = _masks_to_rle(inst.masks)
+    out = []
+    for i, rle in enumerate(rles):
+        x1, y1, x2, y2 = (float(v) for v in inst.boxes[i])
+        out.append(
+            {
+                "image_id": image_id,
+                "category_id": category_of[int(inst.labels[i])],
+                "bbox": [x1, y1, x2 - x1, y2 - y1],
+                "area": float(inst.masks[i].sum()),
+                "iscrowd": 0,
+                "segmentation": rle,
+                "score": float(inst.scores[i]),
+                "track_id": int(track_ids[i]),
+            }
+        )
+    return out

@@ -1,0 +1,141 @@
+"""The model a training run starts from, and the meta its checkpoints carry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+
+from streamseg.models import InputSpec
+from streamseg.train.config import ModelConfig, TrainConfig
+from streamseg.train.freeze import freeze_backbone_stages
+
+__all__ = ["build_train_model", "class_options", "input_spec", "model_meta"]
+
+log = logging.getLogger("streamseg.train")
+
+# The build_model option each family calls "RoI samples per image".
+_ROI_OPTION = {"maskrcnn": "box_batch_size_per_image", "mask2former": "num_points"}
+
+
+def input_spec(model: nn.Module) -> InputSpec:
+    """The model's :class:`InputSpec` (how it wants its images)."""
+    spec = getattr(model, "input_spec", None)
+    if not isinstance(spec, InputSpec):
+        raise TypeError(f"{type(model).__name__} has no input_spec: not a streamseg model")
+    return spec
+
+
+def family(arch: str) -> str:
+    return "mask2former" if arch.startswith("mask2former") else "maskrcnn"
+
+
+def class_options(arch: str, class_names: Sequence[str]) -> dict[str, Any]:
+    """``num_classes`` and ``class_names`` (``__background__`` first) for ``arch``.
+
+    Mask R-CNN counts the background in ``num_classes``; Mask2Former does not
+    (its "no object" class is separate).
+    """
+    names = list(class_names)
+    num = len(names) if family(arch) == "maskrcnn" else len(names) - 1
+    return {"num_classes": num, "class_names": tuple(names)}
+
+
+def build_train_model(
+    cfg: ModelConfig, class_names: Sequence[str], *, load_weights: bool = True
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Build ``cfg.arch`` for ``class_names``, load the starting weights, freeze.
+
+    Returns:
+        the model (train mode, CPU) and the ``build_model`` options that
+        rebuild it (stored in checkpoint meta).
+    """
+    from streamseg.models import build_model
+    from streamseg.train.checkpointing import load_initial_weights
+
+    options: dict[str, Any] = dict(cfg.options)
+    options.update(class_options(cfg.arch, class_names))
+    if cfg.roi_samples_per_image is not None:
+        options[_ROI_OPTION[family(cfg.arch)]] = cfg.roi_samples_per_image
+    model = build_model(cfg.arch, **options)
+    if cfg.weights and load_weights:
+        source_options = {
+            k: v for k, v in cfg.options.items() if k not in ("num_classes", "class_names")
+        }
+        for line in load_initial_weights(
+            model, arch=cfg.arch, weights=cfg.weights, source_options=source_options
+        ):
+            log.info("%s", line)
+    frozen = freeze_backbone_stages(model, cfg.freeze_backbone_stages)
+    if frozen:
+        log.info(
+            "froze %d backbone parameters (stages < %d)", len(frozen), cfg.freeze_backbone_stages
+        )
+    model.train()
+    return model, options
+
+
+def model_meta(
+    cfg: TrainConfig,
+    class_names: Sequence[str],
+    options: dict[str, Any],
+    iteration: int,
+    metrics: dict[str, Any],
+) -> dict[str, Any]:
+    """Plain-data meta of a checkpoint (see ``streamseg.models.checkpoint``)."""
+    plain_options = {
+        k: (list(v) if isinstance(v, tuple) else v)
+        for k, v in options.items()
+        if isinstance(v, str | int | float | bool | list | tuple | type(None))
+    }
+    return {
+        "arch": cfg.model.arch,
+        "class_names": list(class_names),
+        "num_classes": options["num_classes"],
+        "iteration": iteration,
+        "metrics": metrics,
+        "model_options": plain_options,
+        "train_config": cfg.model_dump(mode="json"),
+    }
+
+
+def load_trained_model(
+    weights: str, *, arch: str | None = None, **overrides: Any
+) -> tuple[nn.Module, tuple[str, ...]]:
+    """Build the model a checkpoint describes and load it strictly (eval mode).
+
+    A streamseg checkpoint carries ``arch``, ``class_names`` and the build
+    options in its meta; other files need ``arch`` (and load through the
+    model's own converter). ``overrides`` are further ``build_model``
+    options (e.g. ``score_threshold``).
+
+    Returns:
+        the model and its class names (``__background__`` first).
+
+    Raises:
+        CheckpointError: unreadable, mismatched, or no ``arch`` known.
+    """
+    from streamseg.models import build_model
+    from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
+
+    ckpt = read_checkpoint(weights)
+    meta_arch = ckpt.meta.get("arch")
+    if arch is not None and meta_arch is not None and arch != meta_arch:
+        raise CheckpointError(f"{weights} holds a {meta_arch!r} model, not {arch!r}")
+    arch = arch or meta_arch
+    if arch is None:
+        raise CheckpointError(f"{weights} does not say its architecture; pass --arch")
+    if meta_arch is None:
+        model = build_model(arch, weights=weights, **overrides)
+    else:
+        options = dict(ckpt.meta.get("model_options", {}))
+        options.update(class_options(arch, ckpt.meta["class_names"]))
+        options.update(overrides)
+        model = build_model(arch, **options)
+        check_state_dict(model, ckpt.state_dict, source=str(weights))
+        model.load_state_dict(ckpt.state_dict)
+    model.eval()
+    names = tuple(getattr(model, "class_names", ckpt.meta.get("class_names", ())))
+    return model, names

@@ -1,0 +1,328 @@
+"""Recording raw camera footage without re-encoding: segments and alert clips.
+
+Packets demuxed from a camera are copied into MP4 (fragmented: a crash leaves
+a playable file) or Matroska containers as they are; nothing is decoded or
+encoded. Two writers share one packet type:
+
+* :class:`SegmentWriter` cuts a stream into files of about ``segment_s``
+  seconds, each starting at a keyframe (``streamseg record``);
+* :class:`ClipRecorder` keeps a ring buffer of the last ``before_s`` seconds
+  (from a keyframe on) and, when an alert comes, writes that plus the next
+  ``after_s`` seconds; alerts inside an open clip extend it up to ``max_s``
+  (clips around alerts while ``serve`` runs; see :mod:`streamseg.train.clips`).
+
+Times are stream seconds (``pts * time_base``), the clock of ``Frame.pts``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import re
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ClipRecorder", "RecordedFile", "SegmentWriter", "StoredPacket"]
+
+log = logging.getLogger("streamseg.record")
+
+_MUXER_OPTIONS = {"mp4": {"movflags": "frag_keyframe+empty_moov+default_base_moof"}, "mkv": {}}
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredPacket:
+    """A compressed packet detached from its demuxer (safe to keep and write twice).
+
+    Attributes:
+        data: the compressed bytes.
+        pts / dts: timestamps in ``time_base`` units (``None`` when unknown).
+        time_base: seconds per timestamp unit.
+        keyframe: a decoder can start here.
+        duration: in ``time_base`` units (0 when unknown).
+    """
+
+    data: bytes
+    pts: int | None
+    dts: int | None
+    time_base: Fraction
+    keyframe: bool
+    duration: int = 0
+
+    @classmethod
+    def from_av(cls, packet: Any) -> StoredPacket:
+        """Copy a PyAV packet (``av.Packet``)."""
+        return cls(
+            data=bytes(packet),
+            pts=packet.pts,
+            dts=packet.dts,
+            time_base=Fraction(packet.time_base),
+            keyframe=bool(packet.is_keyframe),
+            duration=int(packet.duration or 0),
+        )
+
+    @property
+    def time(self) -> float:
+        """Presentation time in seconds (decode time when pts is missing)."""
+        ts = self.pts if self.pts is not None else self.dts
+        return float((ts or 0) * self.time_base)
+
+    @property
+    def decode_time(self) -> float:
+        """Decode time in seconds (what cutting a clip's end goes by)."""
+        return float(self.decode_ts * self.time_base)
+
+    @property
+    def decode_ts(self) -> int:
+        return int(self.dts if self.dts is not None else (self.pts or 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedFile:
+    """One written file: where, first packet time and length (seconds), packets."""
+
+    path: Path
+    start: float
+    duration: float
+    packets: int
+
+
+class _Output:
+    """One container being written: timestamps rebased to start at zero."""
+
+    def __init__(self, path: Path, template: Any, container: str, first: StoredPacket) -> None:
+        import av
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._out = av.open(str(path), "w", options=_MUXER_OPTIONS[container])
+        self._stream = self._out.add_stream_from_template(template)
+        self._base = first.decode_ts
+        self.start = first.time
+        self.end = first.time
+        # Reorder delay (B-frames): presentation minus decode time of a keyframe.
+        self.delay = first.time - first.decode_time
+        self.packets = 0
+
+    def write(self, sp: StoredPacket) -> None:
+        import av
+
+        packet = av.Packet(sp.data)
+        packet.time_base = sp.time_base
+        packet.pts = None if sp.pts is None else sp.pts - self._base
+        packet.dts = None if sp.dts is None else sp.dts - self._base
+        packet.is_keyframe = sp.keyframe
+        packet.duration = sp.duration
+        packet.stream = self._stream
+        self._out.mux(packet)
+        self.packets += 1
+        self.end = max(self.end, sp.time + float(sp.duration * sp.time_base))
+
+    def close(self) -> RecordedFile:
+        self._out.close()
+        return RecordedFile(self.path, self.start, self.end - self.start, self.packets)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "camera"
+
+
+def _stamp(wall: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(wall)) + f"{wall % 1:.3f}"[1:].replace(
+        ".", "_"
+    )
+
+
+class SegmentWriter:
+    """Cuts one camera's packets into files of about ``segment_s`` seconds.
+
+    Args:
+        out_dir: files go to ``out_dir/<camera>_<UTC start>_<n>.<container>``.
+        camera_id: names the files.
+        template: the input ``av.VideoStream`` (codec parameters are copied).
+        container: ``mp4`` or ``mkv``.
+        segment_s: a new file starts at the first keyframe this many seconds
+            (stream time) after the current file's start.
+
+    Packets before the first keyframe are skipped (nothing could decode them).
+    """
+
+    def __init__(
+        self,
+        *,
+        out_dir: str | Path,
+        camera_id: str,
+        template: Any,
+        container: str = "mp4",
+        segment_s: float = 60.0,
+    ) -> None:
+        if container not in _MUXER_OPTIONS:
+            raise ValueError(f"container must be mp4 or mkv, not {container!r}")
+        self.out_dir = Path(out_dir)
+        self.camera_id = camera_id
+        self.template = template
+        self.container = container
+        self.segment_s = segment_s
+        self.files: list[RecordedFile] = []
+        self.skipped = 0
+        self._current: _Output | None = None
+
+    def write(self, packet: Any) -> None:
+        """Add one packet (``av.Packet`` or :class:`StoredPacket`)."""
+        sp = packet if isinstance(packet, StoredPacket) else StoredPacket.from_av(packet)
+        if not sp.data:
+            return
+        cur = self._current
+        if cur is not None and sp.keyframe and sp.time - cur.start >= self.segment_s:
+            self.files.append(cur.close())
+            cur = self._current = None
+        if cur is None:
+            if not sp.keyframe:
+                self.skipped += 1
+                return
+            name = f"{_safe(self.camera_id)}_{_stamp(time.time())}_{len(self.files):04d}"
+            cur = self._current = _Output(
+                self.out_dir / f"{name}.{self.container}", self.template, self.container, sp
+            )
+            log.info("recording %s", cur.path)
+        cur.write(sp)
+
+    def close(self) -> list[RecordedFile]:
+        """Finish the open file; returns every file written."""
+        if self._current is not None:
+            self.files.append(self._current.close())
+            self._current = None
+        return self.files
+
+
+class ClipRecorder:
+    """Clips of one camera around alert times, from a ring buffer of packets.
+
+    Args:
+        out_dir: clips go to ``out_dir/<camera>_<UTC alert time>_<tag>.<container>``.
+        camera_id: the camera.
+        template: the input ``av.VideoStream``.
+        before_s / after_s: seconds kept before and after an alert.
+        max_s: an extended clip never grows past this length.
+        container: ``mp4`` or ``mkv``.
+
+    Call :meth:`push` with every packet of the camera and :meth:`trigger` when
+    an alert happens; the clip is finished once a packet ``after_s`` past the
+    (last) alert arrives, or on :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        *,
+        out_dir: str | Path,
+        camera_id: str,
+        template: Any,
+        before_s: float = 5.0,
+        after_s: float = 5.0,
+        max_s: float = 120.0,
+        container: str = "mp4",
+    ) -> None:
+        self.out_dir = Path(out_dir)
+        self.camera_id = camera_id
+        self.template = template
+        self.before_s, self.after_s, self.max_s = before_s, after_s, max_s
+        self.container = container
+        self.files: list[RecordedFile] = []
+        self._ring: collections.deque[StoredPacket] = collections.deque()
+        self._open: _Output | None = None
+        self._until = 0.0
+        self._pending: list[tuple[float, str]] = []
+
+    @property
+    def newest(self) -> float | None:
+        """Stream time of the newest packet seen (seconds), or ``None``."""
+        return self._ring[-1].time if self._ring else None
+
+    def push(self, packet: Any) -> None:
+        """Add one packet (``av.Packet`` or :class:`StoredPacket`) of the camera."""
+        sp = packet if isinstance(packet, StoredPacket) else StoredPacket.from_av(packet)
+        if not sp.data:
+            return
+        self._ring.append(sp)
+        self._trim()
+        if self._open is not None:
+            # Cut in decode order (every packet written stays decodable), at the
+            # decode time of the frame shown at `_until`.
+            if sp.decode_time + self._open.delay >= self._until:
+                self._finish()
+            else:
+                self._open.write(sp)
+        for when, tag in self._take_due(sp.time):
+            self._start_or_extend(when, tag)
+
+    def trigger(self, when: float | None = None, tag: str = "alert") -> None:
+        """An alert at stream time ``when`` (default: the newest packet's time).
+
+        The clip opens as soon as the packet at ``when`` has been seen (the
+        alert may arrive a little before its packets when inference is fast).
+        """
+        when = self.newest if when is None else when
+        if when is None:
+            return
+        self._pending.append((when, tag))
+        newest = self.newest
+        if newest is not None:
+            for due, due_tag in self._take_due(newest):
+                self._start_or_extend(due, due_tag)
+
+    def _take_due(self, now: float) -> list[tuple[float, str]]:
+        due = [p for p in self._pending if p[0] <= now]
+        self._pending = [p for p in self._pending if p[0] > now]
+        return due
+
+    def _start_or_extend(self, when: float, tag: str) -> None:
+        if self._open is not None:
+            self._until = min(max(self._until, when + self.after_s), self._open.start + self.max_s)
+            return
+        start_from = when - self.before_s
+        packets = list(self._ring)
+        first = max(
+            (i for i, p in enumerate(packets) if p.keyframe and p.time <= start_from),
+            default=next((i for i, p in enumerate(packets) if p.keyframe), None),
+        )
+        if first is None:
+            log.warning(
+                "%s: no keyframe buffered yet; alert at %.2fs gets no clip", self.camera_id, when
+            )
+            return
+        name = f"{_safe(self.camera_id)}_{_stamp(time.time())}_{_safe(tag)}"
+        out = _Output(
+            self.out_dir / f"{name}.{self.container}", self.template, self.container, packets[first]
+        )
+        for p in packets[first:]:
+            out.write(p)
+        self._open = out
+        self._until = min(when + self.after_s, out.start + self.max_s)
+        log.info("clip %s (alert at %.2fs)", out.path, when)
+
+    def _trim(self) -> None:
+        """Keep packets from the newest keyframe at least ``before_s`` old."""
+        limit = self._ring[-1].time - self.before_s
+        # Older alerts still pending need their pre-roll too.
+        if self._pending:
+            limit = min(limit, min(w for w, _ in self._pending) - self.before_s)
+        while len(self._ring) > 1:
+            later_key = next((i for i, p in enumerate(self._ring) if i > 0 and p.keyframe), None)
+            if later_key is None or self._ring[later_key].time > limit:
+                break
+            for _ in range(later_key):
+                self._ring.popleft()
+
+    def _finish(self) -> None:
+        assert self._open is not None
+        self.files.append(self._open.close())
+        self._open = None
+
+    def close(self) -> list[RecordedFile]:
+        """Finish an open clip (shorter than asked); returns every clip written."""
+        if self._open is not None:
+            self._finish()
+        self._pending.clear()
+        return self.files

@@ -1,0 +1,256 @@
+"""The training loop: a thin loop plus hooks (``before_step`` / ``after_step``).
+
+::
+
+    trainer = Trainer(model=..., optimizer=..., scheduler=..., scaler=...,
+                      batches=..., to_inputs=..., max_iter=1000, hooks=[...])
+    trainer.train()
+
+One *iteration* is one optimiser step over ``accumulation`` micro-batches.
+Before each micro-batch's forward pass the global RNGs are seeded from
+``(seed, micro-batch number)``, so the model's own random choices (proposal
+sampling, dropout) are the same whichever process runs that micro-batch and
+whether or not the run was resumed (see :mod:`streamseg.train.sampler`).
+
+Stopping: :meth:`Trainer.request_stop` (called by the SIGINT/SIGTERM handler
+of ``streamseg train``, or by a hook) finishes the current iteration, runs
+the ``after_train`` hooks (which save a resumable checkpoint) and returns
+with ``trainer.stopped`` set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from streamseg.train.distributed import DistInfo, all_reduce_mean
+from streamseg.train.evaluate import autocast
+from streamseg.train.sampler import mix_seed
+
+__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError"]
+
+log = logging.getLogger("streamseg.train")
+
+# (global micro-batch number, model inputs: images, image_sizes, targets)
+MicroBatch = tuple[int, Any]
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on; the message says what to change."""
+
+
+class HookBase:
+    """Override any of these; ``self.trainer`` is set when registered."""
+
+    trainer: Trainer
+
+    def before_train(self) -> None: ...
+    def after_train(self) -> None: ...
+    def before_step(self) -> None: ...
+    def after_step(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data saved in resumable checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Trainer:
+    """Runs iterations ``start_iter .. max_iter - 1`` and calls the hooks.
+
+    Args:
+        model: the model (possibly wrapped in DistributedDataParallel); train
+            ``forward(images, image_sizes, targets) -> dict[str, Tensor]``.
+        optimizer / scheduler / scaler: stepped once per iteration.
+        batches: yields this process's micro-batches as ``(number, inputs)``.
+        accumulation: micro-batches per iteration.
+        max_iter / start_iter: iteration range.
+        seed: base of the per-micro-batch seeds.
+        precision: ``fp32`` / ``bf16`` / ``fp16`` (autocast).
+        clip_grad_norm: clip the global gradient norm, or ``None``.
+        dist: the process group; losses are averaged over it for logging.
+        images_per_iter: images of one iteration over all processes.
+        oom_hint: appended to the error when memory runs out.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        scaler: torch.amp.GradScaler,
+        batches: Iterator[MicroBatch],
+        accumulation: int,
+        max_iter: int,
+        start_iter: int = 0,
+        seed: int = 0,
+        device: torch.device | None = None,
+        precision: str = "fp32",
+        clip_grad_norm: float | None = None,
+        dist: DistInfo | None = None,
+        images_per_iter: int = 1,
+        oom_hint: str = "",
+        hooks: Sequence[HookBase] = (),
+    ) -> None:
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.scaler = scaler
+        self.batches = batches
+        self.accumulation = accumulation
+        self.max_iter = max_iter
+        self.start_iter = start_iter
+        self.iter = start_iter
+        self.seed = seed
+        self.device = device if device is not None else torch.device("cpu")
+        self.precision = precision
+        self.clip_grad_norm = clip_grad_norm
+        self.dist = dist if dist is not None else DistInfo()
+        self.images_per_iter = images_per_iter
+        self.oom_hint = oom_hint
+        self.hooks: list[HookBase] = []
+        self.metrics: dict[str, float] = {}
+        self.stopped = False
+        self._stop_requested = False
+        self.register_hooks(hooks)
+
+    def register_hooks(self, hooks: Sequence[HookBase]) -> None:
+        for hook in hooks:
+            hook.trainer = self
+            self.hooks.append(hook)
+
+    def request_stop(self) -> None:
+        """Stop after the current iteration (a resumable checkpoint is saved)."""
+        self._stop_requested = True
+
+    def train(self) -> None:
+        """Run to ``max_iter`` or until a stop is requested."""
+        log.info("training iterations %d..%d", self.start_iter, self.max_iter)
+        self._call("before_train")
+        try:
+            while self.iter < self.max_iter and not self._stop_requested:
+                self._call("before_step")
+                self.run_step()
+                self.iter += 1
+                self._call("after_step")
+        except torch.OutOfMemoryError as exc:
+            raise TrainingError(
+                f"out of memory at iteration {self.iter}: {exc}\n{self.oom_hint}"
+            ) from None
+        self.stopped = self.iter < self.max_iter
+        self._call("after_train")
+
+    def _call(self, name: str) -> None:
+        for hook in self.hooks:
+            getattr(hook, name)()
+
+    @property
+    def unwrapped(self) -> nn.Module:
+        """The model without its DistributedDataParallel wrapper."""
+        return getattr(self.model, "module", self.model)
+
+    def run_step(self) -> None:
+        """One optimiser step over ``accumulation`` micro-batches."""
+        t0 = time.perf_counter()
+        sums: dict[str, float] = {}
+        data_time = 0.0
+        for k in range(self.accumulation):
+            t_data = time.perf_counter()
+            number, (images, sizes, targets) = next(self.batches)
+            data_time += time.perf_counter() - t_data
+            last = k == self.accumulation - 1
+            losses = self._forward_backward(number, images, sizes, targets, sync=last)
+            for name, value in losses.items():
+                sums[name] = sums.get(name, 0.0) + value / self.accumulation
+        grad_norm = self._optimizer_step()
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.scheduler.step()
+        metrics = all_reduce_mean(sums, self.dist)
+        metrics["loss"] = sum(v for k, v in metrics.items() if k.startswith("loss_"))
+        metrics.update(lr=lr, step_time=time.perf_counter() - t0, data_time=data_time)
+        if grad_norm is not None:
+            metrics["grad_norm"] = grad_norm
+        self.metrics = metrics
+
+    def _forward_backward(
+        self, number: int, images: Tensor, sizes: list[tuple[int, int]], targets: Any, sync: bool
+    ) -> dict[str, float]:
+        seed = mix_seed(self.seed, 2, number)
+        torch.manual_seed(seed)  # seeds CUDA as well
+        no_sync = getattr(self.model, "no_sync", None)
+        ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+        with ctx:
+            with autocast(self.device, self.precision):
+                loss_dict = self.model(images, sizes, targets)
+            loss = sum(loss_dict.values())
+            assert isinstance(loss, Tensor)
+            if not math.isfinite(float(loss.detach())):
+                raise TrainingError(
+                    f"the loss is {float(loss)} at iteration {self.iter} "
+                    f"({ {k: float(v) for k, v in loss_dict.items()} }): lower solver.lr, "
+                    "raise solver.warmup_iters, set solver.clip_grad_norm, or train in fp32"
+                )
+            self.scaler.scale(loss / self.accumulation).backward()
+        return {_loss_name(k): float(v.detach()) for k, v in loss_dict.items()}
+
+    def _optimizer_step(self) -> float | None:
+        norm = None
+        if self.clip_grad_norm is not None:
+            self.scaler.unscale_(self.optimizer)
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            norm = float(torch.nn.utils.clip_grad_norm_(params, self.clip_grad_norm))
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+
+def _loss_name(key: str) -> str:
+    return key if key.startswith("loss") else f"loss_{key}"
+
+
+def run_with_signals(trainer: Trainer, install: bool = True) -> None:
+    """``trainer.train()`` with SIGINT/SIGTERM asking for a clean stop.
+
+    The first signal finishes the iteration and saves; a second SIGINT
+    interrupts at once.
+    """
+    import signal
+    import threading
+
+    if not install or threading.current_thread() is not threading.main_thread():
+        trainer.train()
+        return
+    previous: dict[signal.Signals, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        if trainer._stop_requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        log.warning("signal %d: stopping after this iteration and saving a checkpoint", signum)
+        trainer.request_stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        trainer.train()
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def make_iterator(
+    loader: Any, to_inputs: Callable[[list[Any]], Any], batch_size: int
+) -> Iterator[MicroBatch]:
+    """DataLoader of ``[(position, Sample), ...]`` -> ``(number, inputs)`` pairs."""
+    for items in loader:
+        number = items[0][0] // batch_size
+        yield number, to_inputs([s for _, s in items])

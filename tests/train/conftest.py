@@ -1,0 +1,15 @@
+"""Fixtures of the trainer's tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.coco import write_coco
+
+
+@pytest.fixture
+def coco_dir(tmp_path: Path) -> Path:
+    """A COCO dataset of 4 tiny images; returns the JSON's path."""
+    return write_coco(tmp_path / "coco")

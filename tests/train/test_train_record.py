@@ -1,0 +1,179 @@
+"""Recording by remuxing: segments, clips around alerts, the record command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import av
+import pytest
+
+from streamseg.config.record import ClipsConfig, RecordConfig
+from streamseg.train.clips import ClipHook
+from streamseg.train.record import ClipRecorder, StoredPacket
+from streamseg.train.recorder import record_camera
+from streamseg.types import Event
+from tests.support.video import count_frames, video_duration, write_h264
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """6 seconds at 15 fps, a keyframe every second, B-frames."""
+    return write_h264(tmp_path / "src.mp4", frames=90, fps=15, gop=15)
+
+
+@pytest.mark.parametrize("container", ["mp4", "mkv"])
+def test_segments_are_playable_and_keep_every_frame(
+    source: Path, tmp_path: Path, container: str
+) -> None:
+    result = record_camera(
+        url=str(source),
+        camera_id="cam 1",
+        out_dir=tmp_path / "out",
+        duration_s=100,
+        segment_s=2.0,
+        container=container,
+    )
+    assert [f.path.suffix for f in result.files] == [f".{container}"] * 3
+    counts = [count_frames(f.path) for f in result.files]
+    assert counts == [30, 30, 30] and result.packets == 90
+    for f in result.files:
+        assert f.path.name.startswith("cam_1_")
+        assert video_duration(f.path) == pytest.approx(2.0, abs=2e-3)  # mkv: 1 ms clock
+    # The first frame of each segment is the source frame at its start time.
+    with av.open(str(result.files[1].path)) as c:
+        first = next(c.decode(video=0)).to_ndarray(format="gray")
+    assert abs(int(first[0, 0]) - 30 * 5 % 256) <= 3  # brightness encodes the frame index
+
+
+def test_duration_limits_the_footage(source: Path, tmp_path: Path) -> None:
+    result = record_camera(
+        url=str(source), camera_id="c", out_dir=tmp_path / "o", duration_s=2.5, segment_s=60
+    )
+    assert len(result.files) == 1
+    # Decode-order cut: 2.5 s at 15 fps is 37.5 frames; all written ones decode.
+    assert count_frames(result.files[0].path) == result.packets
+    assert 36 <= result.packets <= 38
+
+
+def test_missing_source_is_reported_without_password(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match=r"cannot open") as err:
+        record_camera(
+            url="rtsp://admin:hunter2@127.0.0.1:1/x",
+            camera_id="c",
+            out_dir=tmp_path,
+            duration_s=1,
+            open_timeout_s=2,
+        )
+    assert "hunter2" not in str(err.value)
+
+
+def _packets(path: Path) -> tuple[av.container.InputContainer, list[StoredPacket]]:
+    c = av.open(str(path))
+    return c, [StoredPacket.from_av(p) for p in c.demux(video=0) if p.size]
+
+
+def test_clip_covers_before_and_after_the_alert(source: Path, tmp_path: Path) -> None:
+    container, packets = _packets(source)
+    rec = ClipRecorder(
+        out_dir=tmp_path,
+        camera_id="c",
+        template=container.streams.video[0],
+        before_s=1.0,
+        after_s=1.0,
+    )
+    for p in packets:
+        rec.push(p)
+        if abs(p.time - 3.0) < 1e-9:
+            rec.trigger(3.0, tag="zone_enter")
+    files = rec.close()
+    assert len(files) == 1 and files[0].path.name.endswith("_zone_enter.mp4")
+    # From the keyframe at 2.0 s to 1 s after the alert (decode order): 2 s.
+    assert files[0].start == pytest.approx(2.0)
+    assert count_frames(files[0].path) == files[0].packets
+    assert 29 <= files[0].packets <= 31
+
+
+def test_alerts_extend_an_open_clip_up_to_max(source: Path, tmp_path: Path) -> None:
+    container, packets = _packets(source)
+    template = container.streams.video[0]
+    rec = ClipRecorder(
+        out_dir=tmp_path / "a",
+        camera_id="c",
+        template=template,
+        before_s=0.5,
+        after_s=1.0,
+        max_s=10,
+    )
+    rec.trigger(2.2)  # announced before its packets arrive: waits for them
+    rec.trigger(3.0)
+    for p in packets:
+        rec.push(p)
+    (clip,) = rec.close()
+    assert clip.start == pytest.approx(1.0)  # keyframe at or before 2.2 - 0.5
+    assert 2.9 <= clip.duration <= 3.1  # until 3.0 + 1.0
+    capped = ClipRecorder(
+        out_dir=tmp_path / "b",
+        camera_id="c",
+        template=template,
+        before_s=0.5,
+        after_s=1.0,
+        max_s=1.5,
+    )
+    for p in packets:
+        capped.push(p)
+        if abs(p.time - 2.0) < 1e-9 or abs(p.time - 2.4) < 0.03:
+            capped.trigger(p.time)
+    (short,) = capped.close()
+    # max_s holds up to the stream's frame reordering (two B-frames here).
+    assert 1.4 <= short.duration <= 1.5 + 3 / 15 and count_frames(short.path) == short.packets
+
+
+def _event(camera: str, kind: str, pts: float) -> Event:
+    return Event(rule="dock", kind=kind, camera_id=camera, time=0.0, frame_seq=0, pts=pts)
+
+
+def test_clip_hook_filters_alerts(source: Path, tmp_path: Path) -> None:
+    cfg = RecordConfig(
+        dir=str(tmp_path / "rec"),
+        clips=ClipsConfig(enabled=True, before_s=0.5, after_s=0.5, kinds=("enter",)),
+    )
+    hook = ClipHook(config=cfg)
+    container = av.open(str(source))
+    stream = container.streams.video[0]
+    for packet in container.demux(stream):
+        if not packet.size:
+            continue
+        hook.on_packet("cam", packet, stream)
+        t = float(packet.pts * packet.time_base)
+        if abs(t - 2.0) < 1e-9:
+            hook.on_events([_event("cam", "enter", 2.0), _event("cam", "exit", 2.0)])
+        if abs(t - 4.0) < 1e-9:
+            hook.on_events([_event("other", "enter", 4.0)])
+    files = hook.close()
+    assert len(files) == 1 and files[0].path.parent == tmp_path / "rec" / "cam"
+    assert hook.ignored_events == 2
+    assert count_frames(files[0].path) == files[0].packets > 0
+
+
+def test_record_command(source: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "segments"
+    proc = cli(
+        "record",
+        "--camera",
+        "dock",
+        "--url",
+        str(source),
+        "--duration",
+        "4",
+        "--segment-seconds",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [f["packets"] for f in report["files"]] == [30, 30]
+    assert sum(count_frames(Path(f["path"])) for f in report["files"]) == 60
+    bad = cli("record", "--camera", "x", "--url", str(source), "--duration", "0")
+    assert bad.returncode == 2 and "--duration must be positive" in bad.stderr
