@@ -28,11 +28,20 @@ class ModelConfig(StrictModel):
     ``missing_weights: random`` says to start from random weights (a demo
     without a trained checkpoint; detections are then meaningless).
     Thresholds left out (``null``) keep the model's own defaults.
+    ``hot_swap``: ``streamseg swap`` requests on Redis load new weights
+    between two batches; ``watch_weights``: so does a change of the
+    ``weights`` file.
     """
 
     arch: str = "maskrcnn_small"
     weights: str | None = None
     missing_weights: Literal["error", "random"] = "error"
+    hot_swap: bool = Field(
+        default=True, description="load new weights on request (Redis <prefix>:control)"
+    )
+    watch_weights: bool = Field(
+        default=False, description="reload when the weights file changes on disk"
+    )
     device: str = "cpu"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     backend: Literal["eager", "inductor", "aot", "tensorrt"] = "eager"

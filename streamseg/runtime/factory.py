@@ -7,33 +7,43 @@ keyword arguments (docs/architecture.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.config.redis import RedisConfig
 from streamseg.ingest.url import redact_url
 from streamseg.publish.publisher import RedisPublisher
 from streamseg.publish.stage import PublishStage
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
 
 __all__ = [
+    "build_clip_hook",
     "build_publish_stage",
     "build_segmenter",
+    "build_swap_controller",
     "build_tracker",
     "open_camera",
+    "redis_url_with_credentials",
     "source_options",
 ]
 
 log = logging.getLogger("streamseg.runtime")
 
+# clips.on_packet(camera_id, packet: av.Packet, stream: av.VideoStream)
+PacketHook = Callable[[str, Any, Any], None]
 
-def source_options(cam: CameraConfig, *, device: str = "cpu") -> dict[str, Any]:
+
+def source_options(
+    cam: CameraConfig, *, device: str = "cpu", on_packet: PacketHook | None = None
+) -> dict[str, Any]:
     """Keyword arguments of ``streamseg.ingest.open_source`` for one camera."""
     r = cam.reconnect
-    return {
+    options: dict[str, Any] = {
         "camera_id": cam.id,
         "url": cam.url,
         "max_fps": cam.max_fps,
@@ -48,13 +58,18 @@ def source_options(cam: CameraConfig, *, device: str = "cpu") -> dict[str, Any]:
         "read_timeout": r.read_timeout,
         "device": device,
     }
+    if on_packet is not None:
+        options["on_packet"] = on_packet
+    return options
 
 
-def open_camera(cam: CameraConfig, *, device: str = "cpu") -> SourceLike:
+def open_camera(
+    cam: CameraConfig, *, device: str = "cpu", on_packet: PacketHook | None = None
+) -> SourceLike:
     from streamseg.ingest import open_source  # type: ignore[attr-defined]
 
     log.info("ingest[%s]: %s", cam.id, redact_url(cam.url))
-    source: SourceLike = open_source(**source_options(cam, device=device))
+    source: SourceLike = open_source(**source_options(cam, device=device, on_packet=on_packet))
     return source
 
 
@@ -94,6 +109,44 @@ def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> Trackin
 
     stage: TrackingStageLike = build_tracking_stage(config.tracking, config.alerts, class_names)
     return stage
+
+
+def redis_url_with_credentials(r: RedisConfig) -> str:
+    """The redis url with ``username``/``password`` folded in (for clients that take a url)."""
+    url = r.url
+    if r.use_tls and url.startswith("redis://"):
+        url = "rediss://" + url.removeprefix("redis://")
+    if r.username is None and r.password is None:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    user = urllib.parse.quote(r.username or parts.username or "", safe="")
+    pw = r.password.get_secret_value() if r.password is not None else (parts.password or "")
+    host = parts.hostname or ""
+    netloc = f"{user}:{urllib.parse.quote(pw, safe='')}@{host}" + (
+        f":{parts.port}" if parts.port else ""
+    )
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def build_swap_controller(config: PipelineConfig) -> Any:
+    """The hot-swap listener (``streamseg.train.swap``), or ``None`` when off."""
+    m = config.model
+    watch = m.weights if m.watch_weights else None
+    if not m.hot_swap and watch is None:
+        return None
+    from streamseg.train.swap import SwapController
+
+    url = redis_url_with_credentials(config.redis) if m.hot_swap else None
+    return SwapController(redis_url=url, prefix=config.redis.stream_prefix, watch=watch).start()
+
+
+def build_clip_hook(config: PipelineConfig) -> Any:
+    """Clips around alerts (``streamseg.train.clips``), or ``None`` when off."""
+    if not config.record.clips.enabled:
+        return None
+    from streamseg.train.clips import ClipHook
+
+    return ClipHook(config=config.record)
 
 
 def build_publish_stage(config: PipelineConfig, class_names: Sequence[str]) -> PublishStage:

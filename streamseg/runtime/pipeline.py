@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from streamseg.ingest.url import redact_text
@@ -60,6 +60,10 @@ class Pipeline:
         camera_queue / results_queue / publish_queue: queue capacities.
         drain_timeout: seconds allowed to drain and flush after ``stop()``.
         metrics / tracer: telemetry (``None``: off).
+        between_batches: called with the segmenter in the segment thread
+            between two batches (hot swap of weights).
+        on_events: called with each frame's alert events after tracking
+            (clips around alerts).
     """
 
     def __init__(
@@ -77,12 +81,15 @@ class Pipeline:
         drain_timeout: float = 15.0,
         metrics: PipelineMetrics | None = None,
         tracer: FrameTracer | None = None,
+        between_batches: Callable[[SegmenterLike], object] | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
     ) -> None:
         from opentelemetry.trace import NoOpTracer
 
         self.sources = dict(sources)
         self.segmenter, self.tracker, self.publish = segmenter, tracker, publish
         self.batch_size, self.max_wait = batch_size, max_wait
+        self.between_batches, self.on_events = between_batches, on_events
         self.drain_timeout = drain_timeout
         self.metrics = metrics
         self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
@@ -226,10 +233,18 @@ class Pipeline:
                 failures = 0
                 for r in results:
                     self.results.put(r)
+                self._between_batches()
         except BaseException as exc:
             self._fail("segment", exc)
         finally:
             self.results.close()
+
+    def _between_batches(self) -> None:
+        if self.between_batches is not None:
+            try:
+                self.between_batches(self.segmenter)
+            except Exception as exc:
+                self._stage_error("segment", exc)
 
     def _record_batch(self, frames: Sequence[Frame]) -> None:
         now = time.time()
@@ -285,6 +300,11 @@ class Pipeline:
                     self._stage_error("track", exc, camera=r.frame.camera_id)
                     tracked, events = r, []
                 out.append((tracked, list(events)))
+                if events and self.on_events is not None:
+                    try:
+                        self.on_events(list(events))
+                    except Exception as exc:
+                        self._stage_error("track", exc, camera=r.frame.camera_id)
                 if self.metrics is not None:
                     for e in events:
                         self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})

@@ -19,8 +19,10 @@ from typing import Any, TextIO
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.runtime.factory import (
+    build_clip_hook,
     build_publish_stage,
     build_segmenter,
+    build_swap_controller,
     build_tracker,
     open_camera,
 )
@@ -63,6 +65,7 @@ class Service:
         self.pipeline: Pipeline | None = None
         self.http: HealthServer | None = None
         self.model_loaded = False
+        self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
         self._stop = threading.Event()
         self._signals = 0
 
@@ -85,6 +88,11 @@ class Service:
             return self._run_pipeline(pipeline)
         finally:
             self._restore_signals(old_handlers)
+            for hook in self._hooks:
+                try:
+                    hook.close()
+                except Exception:
+                    log.exception("runtime: closing %s failed", type(hook).__name__)
             if self.http is not None:
                 self.http.close()
             telemetry.shutdown()
@@ -119,8 +127,14 @@ class Service:
             segmenter.close()
             return None
         class_names = tuple(segmenter.class_names)
+        swap = build_swap_controller(self.config)
+        clips = build_clip_hook(self.config)
+        self._hooks = [h for h in (swap, clips) if h is not None]
         device = model.device if any(c.decode == "dali" for c in self.cameras) else "cpu"
-        sources = {cam.id: open_camera(cam, device=device) for cam in self.cameras}
+        on_packet = clips.on_packet if clips is not None else None
+        sources = {
+            cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
+        }
         self.pipeline = Pipeline(
             sources=sources,
             segmenter=segmenter,
@@ -134,6 +148,8 @@ class Service:
             drain_timeout=rt.drain_timeout,
             metrics=PipelineMetrics(telemetry.meter),
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
+            between_batches=swap.apply_pending if swap is not None else None,
+            on_events=clips.on_events if clips is not None else None,
         )
         return self.pipeline
 

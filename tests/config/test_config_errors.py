@@ -125,7 +125,9 @@ def _load(tmp_path: Path, text: str) -> ConfigError:
     return info.value
 
 
-@pytest.mark.parametrize(("name", "text", "line", "field", "words"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("name", "text", "line", "field", "words"), CASES, ids=[c[0] for c in CASES]
+)
 def test_bad_pipeline(
     tmp_path: Path, name: str, text: str, line: int, field: str, words: list[str]
 ) -> None:
