@@ -66,6 +66,11 @@ class RedisConfig(StrictModel):
             raise ValueError(f"redis url database must be a number, got {db!r}")
         return value
 
+    @field_validator("username", "password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
     @field_validator("stream_prefix")
     @classmethod
     def _check_prefix(cls, value: str) -> str:
