@@ -1,0 +1,216 @@
+"""``streamseg bench pipeline``: end-to-end throughput against the model alone.
+
+Both runs use the same ``Segmenter`` (model, batch size, backend) on the same
+recorded clip:
+
+* model-only: the clip's frames decoded into memory first, then
+  ``Segmenter.segment`` over batches of ``batch_size``;
+* end-to-end: the full pipeline with the clip as a file source (decode,
+  batching, segmentation, tracking, JSON/RLE encoding, Redis publishing),
+  timed from start to the last Redis acknowledgement.
+
+The goal is ``ratio = e2e_fps / model_fps >= 0.9``: everything but inference
+hidden behind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import resource
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from streamseg.config.cameras import CameraConfig
+from streamseg.config.pipeline import PipelineConfig
+from streamseg.config.redis import RedisConfig
+from streamseg.runtime.factory import build_publish_stage, build_tracker, open_camera
+from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.protocols import SegmenterLike
+from streamseg.types import Frame, FrameBatch
+
+__all__ = ["BenchResult", "decode_clip", "model_only_fps", "run_end_to_end", "write_clip"]
+
+log = logging.getLogger("streamseg.bench")
+
+
+@dataclasses.dataclass
+class BenchResult:
+    frames: int
+    seconds: float
+    latencies: list[float]
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+def write_clip(images: Sequence[torch.Tensor], path: Path, fps: float) -> Path:
+    """Encode ``uint8 (H, W, 3)`` RGB images as H.264 (yuv420p) in an MP4 file."""
+    import av
+
+    h, w = int(images[0].shape[0]), int(images[0].shape[1])
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=round(fps))
+        stream.width, stream.height = w - w % 2, h - h % 2
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"preset": "veryfast", "tune": "zerolatency"}
+        for img in images:
+            rgb = img[: stream.height, : stream.width].contiguous().numpy()
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def synthetic_clip(url: str, frames: int, folder: Path) -> Path:
+    """Render ``frames`` frames of a ``synthetic://`` scene into an MP4 clip."""
+    from streamseg.ingest.synthetic import SyntheticScene  # type: ignore[import-not-found]
+
+    scene = SyntheticScene.from_url(url)
+    images = [scene.frame(i).image for i in range(frames)]
+    return write_clip(images, folder / "clip.mp4", float(getattr(scene, "fps", 15.0)))
+
+
+def decode_clip(path: str | Path, limit: int | None = None) -> list[torch.Tensor]:
+    """Every frame of a video file as ``uint8 (H, W, 3)`` RGB tensors."""
+    import av
+
+    out: list[torch.Tensor] = []
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            out.append(torch.from_numpy(frame.to_ndarray(format="rgb24")))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def model_only_fps(
+    segmenter: SegmenterLike, images: Sequence[torch.Tensor], batch_size: int
+) -> BenchResult:
+    """Time ``segment`` over in-memory frames in batches of ``batch_size``."""
+    frames = [Frame("bench", i, None, 0.0, img) for i, img in enumerate(images)]
+    t0 = time.perf_counter()
+    for start in range(0, len(frames), batch_size):
+        segmenter.segment(FrameBatch(tuple(frames[start : start + batch_size])))
+    return BenchResult(len(frames), time.perf_counter() - t0, [])
+
+
+def run_end_to_end(
+    config: PipelineConfig, segmenter: SegmenterLike, clip: Path, cameras: int = 1
+) -> BenchResult:
+    """Run the whole pipeline on ``clip`` (``cameras`` file sources) until it ends."""
+    class_names = tuple(segmenter.class_names)
+    sources = {}
+    for k in range(cameras):
+        cam = CameraConfig(id=f"bench{k}", url=str(clip), live=False)
+        sources[cam.id] = open_camera(cam)
+    m, rt = config.model, config.runtime
+    pipeline = Pipeline(
+        sources=sources,
+        segmenter=segmenter,
+        tracker=build_tracker(config, class_names),
+        publish=build_publish_stage(config, class_names),
+        batch_size=m.batch_size,
+        max_wait=m.max_wait_ms / 1000,
+        camera_queue=rt.camera_queue,
+        results_queue=rt.results_queue,
+        publish_queue=rt.publish_queue,
+        drain_timeout=rt.drain_timeout,
+    )
+    pipeline.stats.keep_all_latencies = True
+    t0 = time.monotonic()
+    pipeline.start()
+    pipeline.wait()
+    stats = pipeline.stats
+    end = stats.last_publish or time.monotonic()
+    published = sum(c.published for c in stats.snapshot().values())
+    if pipeline.failure is not None:
+        raise RuntimeError(f"pipeline failed: {pipeline.failure}")
+    return BenchResult(published, end - t0, list(stats._all_latency))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process, MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@contextlib.contextmanager
+def redis_for_bench(cfg: RedisConfig) -> Iterator[RedisConfig]:
+    """``cfg`` when its Redis answers, else one for a throw-away local redis-server."""
+    import redis
+
+    from streamseg.publish.connect import client_from_config
+
+    try:
+        client_from_config(cfg.model_copy(update={"socket_timeout": 1.0})).ping()
+        yield cfg
+        return
+    except redis.RedisError:
+        pass
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError(
+            "no Redis answers at the pipeline's url and redis-server is not installed"
+        )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", tmp]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            local = f"redis://127.0.0.1:{port}/0"
+            _wait_redis(local)
+            log.info("bench: started a temporary redis-server on port %d", port)
+            yield RedisConfig(url=local, stream_prefix=cfg.stream_prefix, maxlen=cfg.maxlen)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def _wait_redis(url: str, timeout: float = 10.0) -> None:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            redis.Redis.from_url(url, socket_timeout=1).ping()
+            return
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    data = sorted(values)
+    return data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))]
+
+
+def summary(model: BenchResult, e2e: BenchResult, extra: dict[str, Any]) -> dict[str, Any]:
+    ratio = e2e.fps / model.fps if model.fps > 0 else None
+    p50, p99 = percentile(e2e.latencies, 50), percentile(e2e.latencies, 99)
+    return {
+        **extra,
+        "model_fps": round(model.fps, 3),
+        "e2e_fps": round(e2e.fps, 3),
+        "ratio": None if ratio is None else round(ratio, 3),
+        "goal_ratio": 0.9,
+        "latency_p50_ms": None if p50 is None else round(p50 * 1000, 1),
+        "latency_p99_ms": None if p99 is None else round(p99 * 1000, 1),
+        "e2e_frames_published": e2e.frames,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
