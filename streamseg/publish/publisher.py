@@ -83,8 +83,8 @@ class RedisPublisher:
         self._buffer_max = buffer_max
         self._max_batch = max_batch
         self._initial, self._max, self._jitter = reconnect_initial, reconnect_max, jitter
-        self._on_published = on_published
-        self._on_dropped = on_dropped
+        self.on_published = on_published
+        self.on_dropped = on_dropped
         self._secrets = tuple(secrets)
         self._lock = threading.Lock()  # guards counters read by other threads
         self.connected = False
@@ -182,15 +182,15 @@ class RedisPublisher:
                 self._scrub(str(bad[0][1])),
             )
             self._drop([e for e, _ in bad], "rejected by Redis")
-        if ok and self._on_published is not None:
-            self._on_published(ok)
+        if ok and self.on_published is not None:
+            self.on_published(ok)
 
     def _drop(self, entries: Sequence[Outgoing], why: str) -> None:
         with self._lock:
             self.dropped += len(entries)
         log.debug("redis: dropped %d entries: %s", len(entries), why)
-        if self._on_dropped is not None:
-            self._on_dropped(entries)
+        if self.on_dropped is not None:
+            self.on_dropped(entries)
 
     def _failed(self, exc: BaseException) -> None:
         with self._lock:

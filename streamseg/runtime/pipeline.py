@@ -102,8 +102,8 @@ class Pipeline:
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
         publisher = publish.publisher
-        publisher._on_published = self._on_published
-        publisher._on_dropped = self._on_publish_dropped
+        publisher.on_published = self._on_published
+        publisher.on_dropped = self._on_publish_dropped
         self._source_state: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
