@@ -1,1 +1,16 @@
-"""Config: the pydantic schema of pipeline.yaml and its loader."""
+"""Config: the pydantic schema of pipeline.yaml and its loader.
+
+``load_pipeline(path) -> PipelineConfig`` reads, interpolates ``${ENV}``
+references and validates a pipeline.yaml, raising ``ConfigError`` with every
+problem (file, line, field path, hint). Each section is its own model
+(``CameraConfig``, ``ModelConfig``, ...); stages get keyword arguments built
+from a section, never the whole config.
+"""
+
+from __future__ import annotations
+
+from streamseg.config.errors import ConfigError, ConfigIssue
+from streamseg.config.loader import load_pipeline
+from streamseg.config.pipeline import PipelineConfig
+
+__all__ = ["ConfigError", "ConfigIssue", "PipelineConfig", "load_pipeline"]

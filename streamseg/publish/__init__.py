@@ -1,1 +1,7 @@
-"""Publish: versioned JSON messages on Redis Streams, with buffering across outages."""
+"""Publish: detections and alerts to Redis Streams as versioned JSON.
+
+* ``encode``: the message bodies (schemas in ``streamseg/schemas/``);
+* ``publisher.RedisPublisher``: pipelined XADD, buffering through outages;
+* ``stage.PublishStage``: the pipeline stage;
+* ``connect``: a redis-py client from the ``redis:`` section.
+"""

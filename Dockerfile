@@ -1,0 +1,56 @@
+# streamseg GPU image: CUDA + cuDNN, PyTorch (CUDA build), NVIDIA DALI (NVDEC
+# decoding), Torch-TensorRT, and the streamseg package with its native kernels.
+#
+#   docker build -t streamseg:gpu .
+#   docker run --gpus all -v $PWD/pipeline.yaml:/config/pipeline.yaml \
+#       -p 8080:8080 streamseg:gpu serve /config/pipeline.yaml
+#
+# The devel base keeps nvcc in the image: streamseg's CUDA kernels (ops/) are
+# built with it, at image build time when possible and else on first use.
+ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
+FROM ${CUDA_IMAGE}
+
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
+ARG TORCH_TENSORRT_VERSION=2.13.0
+ARG DALI_PACKAGE=nvidia-dali-cuda120
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video
+
+# Python 3.11, FFmpeg libraries for PyAV, curl for health checks.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      python3.11 python3.11-venv python3.11-dev ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3.11 -m venv $VIRTUAL_ENV \
+ && pip install --upgrade pip
+
+# The heavy, rarely changing layers first: torch (CUDA build), Torch-TensorRT, DALI.
+RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}" \
+ && pip install "torch-tensorrt==${TORCH_TENSORRT_VERSION}" --extra-index-url "${TORCH_INDEX}" \
+ && pip install "${DALI_PACKAGE}" --extra-index-url https://pypi.nvidia.com
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY streamseg ./streamseg
+COPY ops ./ops
+RUN pip install ".[dali,tensorrt]" --extra-index-url https://pypi.nvidia.com \
+      --extra-index-url "${TORCH_INDEX}" \
+ && python -c "import streamseg.cli; print('streamseg import ok')"
+
+COPY pipeline.yaml ./pipeline.yaml
+
+RUN useradd --create-home --uid 10001 streamseg
+USER streamseg
+
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=120s \
+  CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+ENTRYPOINT ["streamseg"]
+CMD ["serve", "/app/pipeline.yaml"]

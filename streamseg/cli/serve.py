@@ -1,0 +1,89 @@
+"""``streamseg serve PIPELINE``: run the pipeline until stopped.
+
+Exit codes: 0 after a clean stop (SIGINT/SIGTERM drained, or all file
+sources done); 1 when a stage failed or draining timed out; 2 for a bad
+pipeline.yaml or a model that cannot be loaded (the message says why);
+130 on a second interrupt while draining.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from streamseg.cli import UsageError
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger("streamseg.serve")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    parser.add_argument(
+        "--shard",
+        default=os.environ.get("STREAMSEG_SHARD"),
+        metavar="INDEX/COUNT",
+        help="serve only this shard's cameras (stable hash of the camera id); "
+        "INDEX may be a pod name ending in -N; default $STREAMSEG_SHARD",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--no-status", action="store_true", help="no live status line even on a terminal"
+    )
+    parser.epilog = (
+        "exit codes: 0 clean stop, 1 runtime failure, 2 bad config or model, 130 forced stop"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.config.shard import parse_shard, select_shard
+    from streamseg.runtime.logs import setup_logging
+
+    try:
+        config = load_pipeline(args.pipeline)
+    except ConfigError as exc:
+        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    secrets = [config.redis.password.get_secret_value()] if config.redis.password else []
+    setup_logging(args.log_level, secrets=secrets)
+    cameras = list(config.cameras)
+    if args.shard:
+        try:
+            index, count = parse_shard(args.shard)
+        except ValueError as exc:
+            raise UsageError(f"--shard: {exc}") from None
+        cameras = select_shard(cameras, index, count)
+        log.info(
+            "shard %d/%d: cameras %s", index, count, ", ".join(c.id for c in cameras) or "none"
+        )
+        if not cameras:
+            raise UsageError(
+                f"shard {index}/{count} has no cameras (pipeline.yaml has {len(config.cameras)}); "
+                "use fewer shards than cameras"
+            )
+    return _serve(config, cameras, quiet=args.no_status)
+
+
+def _serve(config, cameras, *, quiet: bool) -> int:  # type: ignore[no-untyped-def]
+    import io
+
+    from streamseg.runtime.service import Service
+
+    try:
+        from streamseg.models.checkpoint import CheckpointError
+    except ImportError:  # pragma: no cover
+        CheckpointError = ValueError  # type: ignore[misc,assignment]
+    stream = io.StringIO() if quiet else None
+    service = Service(config, cameras=cameras, status_stream=stream)
+    try:
+        return service.run()
+    except (CheckpointError, FileNotFoundError) as exc:
+        raise UsageError(f"model: {exc}") from None
+    except OSError as exc:
+        if "Address already in use" in str(exc) or getattr(exc, "errno", None) == 98:
+            raise UsageError(
+                f"http: port {config.http.port} is in use; set http.port (0 picks a free one)"
+            ) from None
+        raise

@@ -1,0 +1,115 @@
+"""The ``cameras:`` section of pipeline.yaml: one entry per camera."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from streamseg.config.base import StrictModel
+
+__all__ = ["URL_SCHEMES", "CameraConfig", "ReconnectConfig"]
+
+# What a camera url may start with; a bare path (no scheme) is a file.
+URL_SCHEMES = ("rtsp", "rtsps", "rtmp", "http", "https", "file", "v4l2", "synthetic")
+
+_CAMERA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class ReconnectConfig(StrictModel):
+    """How a live camera reconnects after it is lost (seconds).
+
+    The wait before attempt ``k`` is ``min(initial * 2**k, max)``, then a
+    random ``+-jitter`` fraction is applied to it.
+    """
+
+    initial_backoff: float = Field(default=0.5, gt=0, le=3600)
+    max_backoff: float = Field(default=30.0, gt=0, le=3600)
+    jitter: float = Field(default=0.2, ge=0, le=1)
+    connect_timeout: float = Field(default=5.0, gt=0, le=600)
+    read_timeout: float = Field(
+        default=5.0, gt=0, le=600, description="no frame for this long: the stream is stalled"
+    )
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> ReconnectConfig:
+        if self.max_backoff < self.initial_backoff:
+            raise ValueError(
+                f"max_backoff ({self.max_backoff}) must be >= initial_backoff "
+                f"({self.initial_backoff})"
+            )
+        return self
+
+
+class CameraConfig(StrictModel):
+    """One camera.
+
+    ``url`` is ``rtsp://[user:password@]host[:port]/path`` (credentials may
+    come from ``${ENV}`` variables), a video file path or ``file://`` URL,
+    ``v4l2:///dev/video0``, or ``synthetic://?seed=1&width=640&height=360``.
+    """
+
+    id: str = Field(description="unique camera id: letters, digits, '_', '-', '.'")
+    url: str
+    max_fps: float | None = Field(default=None, gt=0, le=1000)
+    decode: Literal["pyav", "dali"] = "pyav"
+    live: bool | None = Field(
+        default=None,
+        description="override: live drops oldest frames when behind, not live gets backpressure",
+    )
+    realtime: bool = Field(default=False, description="files: pace reading at the clip's rate")
+    loop: bool = Field(default=False, description="files: start again at the end")
+    reconnect: ReconnectConfig = ReconnectConfig()
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str) -> str:
+        if not _CAMERA_ID.fullmatch(value):
+            raise ValueError(
+                "camera id must be 1-64 letters, digits, '_', '-' or '.', starting with a "
+                "letter or digit (it becomes part of Redis stream names)"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return check_camera_url(value)
+
+
+def check_camera_url(url: str) -> str:
+    """Validate a camera URL's shape; raise ``ValueError`` naming the problem.
+
+    The message never quotes the URL itself (it may hold a password).
+    """
+    url = url.strip()
+    if not url:
+        raise ValueError("camera url is empty")
+    if "://" not in url:
+        return url  # a file path
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in URL_SCHEMES:
+        raise ValueError(
+            f"unsupported url scheme {scheme!r}; use one of: {', '.join(URL_SCHEMES)} "
+            "or a file path"
+        )
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"malformed {scheme} url: {_no_secret(str(exc))}") from None
+    if scheme in ("rtsp", "rtsps", "rtmp", "http", "https") and not parts.hostname:
+        raise ValueError(f"{scheme} url has no host (expected {scheme}://host[:port]/path)")
+    if port is not None and not 0 < port < 65536:
+        raise ValueError(f"port {port} is out of range")
+    if scheme in ("file", "v4l2") and not parts.path:
+        raise ValueError(f"{scheme} url has no path (expected {scheme}:///path)")
+    return url
+
+
+def _no_secret(message: str) -> str:
+    from streamseg.ingest.url import redact_text
+
+    return redact_text(message)

@@ -1,0 +1,222 @@
+"""``load_pipeline(path)``: pipeline.yaml -> validated ``PipelineConfig``, or every error at once.
+
+Each problem becomes a ``ConfigIssue`` with the YAML line and the field path,
+for instance ``pipeline.yaml:12: cameras[1].max_fps: Input should be greater
+than 0``. Messages never quote a password or a URL (which may hold one).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic_core import ErrorDetails
+
+from streamseg.config.base import StrictModel
+from streamseg.config.errors import ConfigError, ConfigIssue, Loc
+from streamseg.config.pipeline import PipelineConfig
+from streamseg.config.yaml_tree import line_of, parse_yaml, to_plain
+
+__all__ = ["load_pipeline", "resolve_path"]
+
+# Fields whose input is never echoed in an error message.
+_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint"})
+
+
+def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None) -> PipelineConfig:
+    """Read, interpolate and validate a pipeline.yaml.
+
+    Relative paths (model weights, video files) are resolved against the
+    file's folder. Raises ``ConfigError`` listing every problem found.
+    """
+    path = Path(path)
+    name = str(path)
+    environ = os.environ if environ is None else environ
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            name, [ConfigIssue("file not found", hint="pass the path of a pipeline.yaml")]
+        ) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(name, [ConfigIssue(f"cannot read the file: {exc}")]) from None
+    return load_pipeline_text(text, name=name, base_dir=path.parent, environ=environ)
+
+
+def load_pipeline_text(
+    text: str, *, name: str, base_dir: Path, environ: Mapping[str, str]
+) -> PipelineConfig:
+    tree, issues = parse_yaml(text)
+    if issues:
+        raise ConfigError(name, issues)
+    if not isinstance(tree, Mapping):
+        hint = "start with `cameras:`"
+        raise ConfigError(name, [ConfigIssue("the top level must be a mapping", line=1, hint=hint)])
+    env_issues: list[ConfigIssue] = []
+    data = to_plain(tree, environ, (), env_issues)
+    issues = [_with_line(i, tree) for i in env_issues]
+    config = None
+    try:
+        config = PipelineConfig.model_validate(data)
+    except pydantic.ValidationError as exc:
+        issues += [_issue_from_pydantic(err, tree) for err in exc.errors()]
+    issues += [_with_line(i, tree) for i in _semantic_checks(data, base_dir)]
+    if issues or config is None:
+        raise ConfigError(name, _dedupe(issues))
+    return _resolve_paths(config, base_dir)
+
+
+def resolve_path(value: str, base_dir: Path) -> Path:
+    """``value`` as a path; relative paths are taken from ``base_dir``."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base_dir / p
+
+
+def _resolve_paths(config: PipelineConfig, base_dir: Path) -> PipelineConfig:
+    model = config.model
+    if model.weights is not None:
+        model = model.model_copy(update={"weights": str(resolve_path(model.weights, base_dir))})
+    cameras = [
+        cam.model_copy(update={"url": str(resolve_path(cam.url, base_dir))})
+        if "://" not in cam.url
+        else cam
+        for cam in config.cameras
+    ]
+    return config.model_copy(update={"model": model, "cameras": cameras})
+
+
+def _semantic_checks(data: Any, base_dir: Path) -> list[ConfigIssue]:
+    """Checks across fields, on the raw data so they run even when other fields are bad."""
+    if not isinstance(data, Mapping):
+        return []
+    cameras = data.get("cameras")
+    issues = _camera_checks(cameras if isinstance(cameras, list) else [], base_dir)
+    model = data.get("model")
+    if isinstance(model, Mapping):
+        issues += _weights_check(model, base_dir)
+    return issues
+
+
+def _camera_checks(cameras: list[Any], base_dir: Path) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    seen: dict[str, int] = {}
+    for i, cam in enumerate(cameras):
+        if not isinstance(cam, Mapping):
+            continue
+        cid, url = cam.get("id"), cam.get("url")
+        if isinstance(cid, str) and cid in seen:
+            issues.append(
+                ConfigIssue(
+                    f"duplicate camera id {cid!r} (also cameras[{seen[cid]}])",
+                    loc=("cameras", i, "id"),
+                    hint="camera ids must be unique",
+                )
+            )
+        if isinstance(cid, str):
+            seen.setdefault(cid, i)
+        is_path = isinstance(url, str) and bool(url.strip()) and "://" not in url
+        if is_path and not resolve_path(str(url), base_dir).is_file():
+            issues.append(
+                ConfigIssue(
+                    "video file not found",
+                    loc=("cameras", i, "url"),
+                    hint=f"relative paths start at {base_dir}",
+                )
+            )
+    return issues
+
+
+def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue]:
+    weights = model.get("weights")
+    if not isinstance(weights, str) or model.get("missing_weights", "error") == "random":
+        return []
+    path = resolve_path(weights, base_dir)
+    if path.is_file():
+        return []
+    return [
+        ConfigIssue(
+            f"weights file not found: {path}",
+            loc=("model", "weights"),
+            hint="fix the path (relative to the pipeline.yaml), or set "
+            "`missing_weights: random` to run a demo with random weights",
+        )
+    ]
+
+
+def _issue_from_pydantic(err: ErrorDetails, tree: Any) -> ConfigIssue:
+    loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1]) if loc else "?"
+        valid = _valid_keys(loc[:-1])
+        close = difflib.get_close_matches(key, valid, n=1)
+        extra = f"did you mean {close[0]!r}? " if close else ""
+        extra += f"valid keys: {', '.join(valid)}" if valid else ""
+        return ConfigIssue(
+            f"unknown key {key!r}", loc=loc, line=line_of(tree, loc, key_line=True), hint=extra
+        )
+    if kind == "missing":
+        return ConfigIssue(
+            "required key is missing",
+            loc=loc,
+            line=line_of(tree, loc),
+            hint=f"add `{loc[-1]}:`" if loc and isinstance(loc[-1], str) else None,
+        )
+    message = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    hint = None
+    last = loc[-1] if loc else None
+    if kind != "value_error" and last not in _SECRET_FIELDS and _echoable(err.get("input")):
+        hint = f"got {err['input']!r}"
+    return ConfigIssue(message, loc=loc, line=line_of(tree, loc), hint=hint)
+
+
+def _echoable(value: Any) -> bool:
+    return isinstance(value, int | float | bool | str) and len(str(value)) <= 80
+
+
+def _valid_keys(loc: Loc) -> list[str]:
+    """The field names of the model at ``loc`` in the schema (empty if unknown)."""
+    model: Any = PipelineConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if _is_model(model) else None
+        if field is None:
+            return []
+        model = _inner_model(field.annotation)
+    return sorted(model.model_fields) if _is_model(model) else []
+
+
+def _inner_model(annotation: Any) -> Any:
+    """``X`` out of ``X``, ``list[X]``, ``X | None``."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner = _inner_model(arg)
+            if _is_model(inner):
+                return inner
+    return annotation
+
+
+def _is_model(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, StrictModel)
+
+
+def _with_line(issue: ConfigIssue, tree: Any) -> ConfigIssue:
+    if issue.line is not None or not issue.loc:
+        return issue
+    return ConfigIssue(issue.message, issue.loc, line_of(tree, issue.loc), issue.hint)
+
+
+def _dedupe(issues: list[ConfigIssue]) -> list[ConfigIssue]:
+    out: list[ConfigIssue] = []
+    for issue in issues:
+        if issue not in out:
+            out.append(issue)
+    return out

@@ -1,0 +1,117 @@
+"""The ``model:`` section of pipeline.yaml: which segmenter runs, where, how."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from streamseg.config.base import StrictModel
+
+__all__ = ["KNOWN_ARCHS", "ModelConfig"]
+
+# The architectures ``streamseg.models.build_model`` knows (docs/architecture.md).
+KNOWN_ARCHS = (
+    "maskrcnn_r50_fpn",
+    "maskrcnn_r50_fpn_v2",
+    "maskrcnn_small",
+    "mask2former_r50",
+    "mask2former_swin_t",
+)
+
+
+class ModelConfig(StrictModel):
+    """The segmentation model and how it is run.
+
+    ``weights`` is a checkpoint path, relative to the pipeline.yaml's folder.
+    When the file does not exist the config is rejected, unless
+    ``missing_weights: random`` says to start from random weights (a demo
+    without a trained checkpoint; detections are then meaningless).
+    Thresholds left out (``null``) keep the model's own defaults.
+    ``hot_swap``: ``streamseg swap`` requests on Redis load new weights
+    between two batches; ``watch_weights``: so does a change of the
+    ``weights`` file.
+    """
+
+    arch: str = "maskrcnn_small"
+    weights: str | None = None
+    missing_weights: Literal["error", "random"] = "error"
+    hot_swap: bool = Field(
+        default=True, description="load new weights on request (Redis <prefix>:control)"
+    )
+    watch_weights: bool = Field(
+        default=False, description="reload when the weights file changes on disk"
+    )
+    device: str = "cpu"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    backend: Literal["eager", "inductor", "aot", "tensorrt"] = "eager"
+    channels_last: bool = False
+    batch_size: int = Field(default=4, ge=1, le=256)
+    max_wait_ms: float = Field(
+        default=20.0, ge=0, le=10_000, description="longest wait to fill a batch"
+    )
+    num_classes: int | None = Field(default=None, ge=2, le=10_000)
+    class_names: list[str] | None = None
+    score_threshold: float | None = Field(default=None, ge=0, le=1)
+    nms_threshold: float | None = Field(default=None, gt=0, le=1)
+    rpn_nms_threshold: float | None = Field(default=None, gt=0, le=1)
+    detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
+    min_size: int | None = Field(default=None, ge=16, le=4096)
+    max_size: int | None = Field(default=None, ge=16, le=8192)
+
+    @field_validator("arch")
+    @classmethod
+    def _known_arch(cls, value: str) -> str:
+        if value not in KNOWN_ARCHS:
+            raise ValueError(f"unknown arch {value!r}; valid: {', '.join(KNOWN_ARCHS)}")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        kind, _, index = value.partition(":")
+        if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelConfig:
+        if self.class_names is not None:
+            if self.class_names[:1] != ["__background__"]:
+                raise ValueError("class_names[0] must be '__background__' (label 0)")
+            if self.num_classes is not None and len(self.class_names) != self.num_classes:
+                raise ValueError(
+                    f"class_names has {len(self.class_names)} names but num_classes is "
+                    f"{self.num_classes} (both count the background)"
+                )
+        if self.min_size and self.max_size and self.max_size < self.min_size:
+            raise ValueError("max_size must be >= min_size")
+        if self.backend == "tensorrt" and not self.device.startswith("cuda"):
+            raise ValueError("backend 'tensorrt' needs device 'cuda'")
+        return self
+
+    def segmenter_options(self, weights: str | None) -> dict[str, object]:
+        """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out."""
+        opts: dict[str, object] = {
+            "arch": self.arch,
+            "weights": weights,
+            "device": self.device,
+            "precision": self.precision,
+            "backend": self.backend,
+            "channels_last": self.channels_last,
+        }
+        for name in (
+            "num_classes",
+            "score_threshold",
+            "nms_threshold",
+            "rpn_nms_threshold",
+            "detections_per_image",
+            "min_size",
+            "max_size",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                opts[name] = value
+        if self.class_names is not None:
+            opts["class_names"] = tuple(self.class_names)
+        return opts

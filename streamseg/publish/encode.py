@@ -1,0 +1,95 @@
+"""The JSON messages streamseg writes to Redis (``streamseg/schemas/*.schema.json``).
+
+Detections (one message per frame, stream ``<prefix>:detections:<camera>``)::
+
+    {"schema_version": 1, "type": "detections", "camera": "gate", "seq": 42,
+     "pts": 2.8, "capture_time": 1718000000.12, "camera_time": null,
+     "published_time": 1718000000.31, "image": {"height": 360, "width": 640},
+     "model": {"arch": "maskrcnn_small"}, "traceparent": "00-...-01",
+     "instances": [{"track_id": 7, "label": 1, "label_name": "person",
+                    "score": 0.93, "box": [x1, y1, x2, y2],
+                    "mask": {"size": [360, 640], "counts": "..."}}]}
+
+Boxes are ``xyxy`` frame pixels, times unix seconds (``pts``: stream
+seconds), masks COCO compressed RLE (``null`` when the model has none).
+Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from streamseg.types import Event, FrameResult
+
+__all__ = ["DETECTIONS_SCHEMA_VERSION", "alert_message", "detections_message", "dumps"]
+
+DETECTIONS_SCHEMA_VERSION = 1
+
+
+def detections_message(
+    result: FrameResult,
+    *,
+    arch: str,
+    class_names: Sequence[str],
+    published_time: float,
+) -> dict[str, Any]:
+    """The detections message of one frame (see the module docstring)."""
+    frame, inst = result.frame, result.instances.to("cpu")
+    n = len(inst)
+    boxes = inst.boxes.tolist()
+    scores = inst.scores.tolist()
+    labels = inst.labels.tolist()
+    tracks = inst.track_ids.tolist() if inst.track_ids is not None else [None] * n
+    masks: list[Any] = [None] * n
+    if inst.masks is not None and n:
+        from streamseg.ops import masks_to_rle  # type: ignore[attr-defined]
+
+        masks = [_rle_json(r) for r in masks_to_rle(inst.masks)]
+    instances = []
+    for i in range(n):
+        label = int(labels[i])
+        track = tracks[i]
+        instances.append(
+            {
+                "track_id": None if track is None or track < 0 else int(track),
+                "label": label,
+                "label_name": class_names[label] if 0 <= label < len(class_names) else None,
+                "score": round(float(scores[i]), 5),
+                "box": [round(float(v), 2) for v in boxes[i]],
+                "mask": masks[i],
+            }
+        )
+    height, width = inst.image_size
+    return {
+        "schema_version": DETECTIONS_SCHEMA_VERSION,
+        "type": "detections",
+        "camera": frame.camera_id,
+        "seq": frame.seq,
+        "pts": frame.pts,
+        "capture_time": frame.capture_time,
+        "camera_time": frame.camera_time,
+        "published_time": published_time,
+        "image": {"height": height, "width": width},
+        "model": {"arch": arch},
+        "traceparent": frame.trace.get("traceparent"),
+        "instances": instances,
+    }
+
+
+def alert_message(event: Event) -> dict[str, Any]:
+    """The alert message of one event: ``Event.to_dict()``."""
+    return event.to_dict()
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON (no NaN/Infinity: those are not JSON)."""
+    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _rle_json(rle: Any) -> dict[str, Any]:
+    counts = rle["counts"]
+    if isinstance(counts, bytes):
+        counts = counts.decode("ascii")
+    return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": counts}

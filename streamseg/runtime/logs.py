@@ -1,0 +1,55 @@
+"""Logging for long-running commands: plain lines, with secrets scrubbed.
+
+On a terminal each record first clears the status line, so logs and the
+live status do not overwrite each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from streamseg.ingest.url import redact_text
+
+__all__ = ["setup_logging"]
+
+
+class _Redact(logging.Filter):
+    """Scrubs URL passwords (and known secrets) from every formatted message."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.secrets = tuple(s for s in secrets if s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact_text(message, *self.secrets)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self.stream, "isatty", lambda: False)():
+            self.stream.write("\r\x1b[2K")
+        super().emit(record)
+
+
+def setup_logging(level: str = "INFO", *, secrets: Sequence[str] = ()) -> None:
+    """Log to stderr as ``time level name: message``; idempotent."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_streamseg", False):
+            root.removeHandler(h)
+    handler = _Handler(sys.stderr)
+    handler._streamseg = True  # type: ignore[attr-defined]
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+    )
+    handler.addFilter(_Redact(secrets))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "opentelemetry"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

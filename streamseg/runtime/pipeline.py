@@ -1,0 +1,381 @@
+"""The running pipeline: stage threads joined by bounded queues.
+
+::
+
+    source threads (one per camera, stage "ingest")
+        -> CameraQueues (live: drop oldest; file: block)
+    segment thread: take_batch (stage "batch") -> Segmenter.segment (stage "segment")
+        -> StageQueue "results" (block)
+    track thread: TrackingStage.process per frame (stage "track")
+        -> StageQueue "publish" (block)
+    publish thread: encode + pipelined XADD (stage "publish"); never blocks on Redis
+
+Frames keep their pixels only until segmentation. Stopping (``stop()``,
+SIGINT/SIGTERM) ends the sources; everything already read drains through
+every stage and Redis is flushed. A pipeline of file sources ends by itself
+when every file is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from streamseg.ingest.url import redact_text
+from streamseg.publish.publisher import Outgoing
+from streamseg.publish.stage import PublishStage
+from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.queues import CameraQueues, StageQueue
+from streamseg.runtime.stats import PipelineStats
+from streamseg.telemetry.metrics import PipelineMetrics
+from streamseg.telemetry.tracing import FrameTracer
+from streamseg.types import Event, Frame, FrameBatch, FrameResult
+
+__all__ = ["STAGES", "Pipeline"]
+
+log = logging.getLogger("streamseg.runtime")
+
+STAGES = ("ingest", "batch", "segment", "track", "publish")
+
+# A stage that fails this many batches in a row stops the pipeline.
+MAX_CONSECUTIVE_FAILURES = 5
+# Seconds before a live source whose run() returned on its own is started again.
+SOURCE_RESTART_DELAY = 1.0
+
+TrackItem = tuple[FrameResult, list[Event]]
+
+
+class Pipeline:
+    """Cameras -> batches -> segmenter -> tracking -> Redis, in threads.
+
+    Args:
+        sources: ``{camera id: Source}``.
+        segmenter: runs the model on a ``FrameBatch``.
+        tracker: the tracking/alerts stage, or ``None`` to pass results through.
+        publish: the Redis stage.
+        batch_size / max_wait: batching limits (frames, seconds).
+        camera_queue / results_queue / publish_queue: queue capacities.
+        drain_timeout: seconds allowed to drain and flush after ``stop()``.
+        metrics / tracer: telemetry (``None``: off).
+        between_batches: called with the segmenter in the segment thread
+            between two batches (hot swap of weights).
+        on_events: called with each frame's alert events after tracking
+            (clips around alerts).
+    """
+
+    def __init__(
+        self,
+        *,
+        sources: Mapping[str, SourceLike],
+        segmenter: SegmenterLike,
+        tracker: TrackingStageLike | None,
+        publish: PublishStage,
+        batch_size: int,
+        max_wait: float,
+        camera_queue: int = 4,
+        results_queue: int = 8,
+        publish_queue: int = 64,
+        drain_timeout: float = 15.0,
+        metrics: PipelineMetrics | None = None,
+        tracer: FrameTracer | None = None,
+        between_batches: Callable[[SegmenterLike], object] | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
+    ) -> None:
+        from opentelemetry.trace import NoOpTracer
+
+        self.sources = dict(sources)
+        self.segmenter, self.tracker, self.publish = segmenter, tracker, publish
+        self.batch_size, self.max_wait = batch_size, max_wait
+        self.between_batches, self.on_events = between_batches, on_events
+        self.drain_timeout = drain_timeout
+        self.metrics = metrics
+        self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
+        self.stats = PipelineStats(self.sources, metrics)
+        self.stop_event = threading.Event()
+        self.queues = CameraQueues(on_drop=self._on_queue_drop)
+        for cid, src in self.sources.items():
+            cap = camera_queue if src.live else max(camera_queue, batch_size)
+            self.queues.add_camera(cid, live=bool(src.live), capacity=cap)
+        self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
+        self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
+        publisher = publish.publisher
+        publisher._on_published = self._on_published
+        publisher._on_dropped = self._on_publish_dropped
+        self._source_state: dict[str, str] = {}
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+        self._stop_time: float | None = None
+        self.failure: BaseException | None = None
+        if metrics is not None:
+            metrics.observe(
+                queue_depths=self.queue_depths,
+                camera_health=lambda: {c: (s, r) for c, (s, r, _) in self.camera_states().items()},
+                redis_state=lambda: (publisher.connected, publisher.buffered),
+            )
+
+    # -- control ---------------------------------------------------------
+    def start(self) -> None:
+        """Connect to Redis (without waiting for it) and start every thread."""
+        self.publish.publisher.connect()
+        for cid, src in self.sources.items():
+            self._spawn(f"ingest:{cid}", self._run_source, cid, src)
+        self._spawn("segment", self._run_segment)
+        self._spawn("track", self._run_track)
+        self._spawn("publish", self._run_publish)
+
+    def stop(self) -> None:
+        """Stop reading cameras; what was read still drains to Redis."""
+        if not self.stop_event.is_set():
+            log.info("runtime: stopping: draining in-flight frames and flushing Redis")
+            self._stop_time = time.monotonic()
+            self.stop_event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the pipeline to finish; ``True`` when it did."""
+        return self._done.wait(timeout)
+
+    @property
+    def finished(self) -> bool:
+        return self._done.is_set()
+
+    def close(self) -> None:
+        """Release the stages (after ``wait``)."""
+        for closer in (self.segmenter.close, getattr(self.tracker, "close", None)):
+            if closer is not None:
+                try:
+                    closer()
+                except Exception:
+                    log.exception("runtime: closing a stage failed")
+
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    # -- state -------------------------------------------------------------
+    def queue_depths(self) -> dict[str, int]:
+        depths = {f"camera:{c}": n for c, n in self.queues.depths().items()}
+        depths["results"] = self.results.depth()
+        depths["publish"] = self.to_publish.depth()
+        return depths
+
+    def camera_states(self) -> dict[str, tuple[str, int, dict[str, Any]]]:
+        """``{camera: (state, reconnects, details)}`` from the sources' health."""
+        out = {}
+        for cid, src in self.sources.items():
+            health = getattr(src, "health", None)
+            state = self._source_state.get(cid) or _health_state(health)
+            reconnects = int(getattr(health, "reconnects", 0) or 0)
+            details = {
+                "state": state,
+                "live": bool(src.live),
+                "reconnects": reconnects,
+                "frames": getattr(health, "frames", None),
+                "last_frame_time": getattr(health, "last_frame_time", None),
+                "last_error": _scrub(getattr(health, "last_error", None)),
+            }
+            out[cid] = (state, reconnects, details)
+        return out
+
+    # -- ingest ------------------------------------------------------------
+    def _run_source(self, cid: str, src: SourceLike) -> None:
+        def emit(frame: Frame) -> None:
+            self.stats.frame_in(cid)
+            frame = self.tracer.start(frame)
+            if not self.queues.put(frame, self.stop_event):
+                self.stats.dropped(cid, "stopping")
+                self.tracer.end(frame, dropped="stopping")
+
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    src.run(emit, self.stop_event)
+                except Exception as exc:
+                    self._stage_error("ingest", exc, camera=cid)
+                    if not src.live:
+                        self._source_state[cid] = "failed"
+                        break
+                if not src.live or self.stop_event.wait(SOURCE_RESTART_DELAY):
+                    break
+                log.warning("ingest[%s]: source returned while running; restarting it", cid)
+            self._source_state.setdefault(cid, "finished" if not src.live else "stopped")
+        finally:
+            self.queues.close_camera(cid)
+            log.info("ingest[%s]: source ended", cid)
+
+    def _on_queue_drop(self, frame: Frame) -> None:
+        self.stats.dropped(frame.camera_id, "queue_full")
+        self.tracer.end(frame, dropped="queue_full")
+
+    # -- batch + segment -----------------------------------------------------
+    def _run_segment(self) -> None:
+        failures = 0
+        try:
+            while True:
+                frames = self.queues.take_batch(self.batch_size, self.max_wait)
+                if frames is None:
+                    break
+                self._record_batch(frames)
+                try:
+                    results = self._segment(frames)
+                except Exception as exc:
+                    failures += 1
+                    self._stage_error("segment", exc)
+                    for f in frames:
+                        self.stats.dropped(f.camera_id, "segment_error")
+                        self.tracer.end(f, dropped="segment_error")
+                    if failures >= MAX_CONSECUTIVE_FAILURES:
+                        self._fail("segment", exc)
+                    continue
+                failures = 0
+                for r in results:
+                    self.results.put(r)
+                self._between_batches()
+        except BaseException as exc:
+            self._fail("segment", exc)
+        finally:
+            self.results.close()
+
+    def _between_batches(self) -> None:
+        if self.between_batches is not None:
+            try:
+                self.between_batches(self.segmenter)
+            except Exception as exc:
+                self._stage_error("segment", exc)
+
+    def _record_batch(self, frames: Sequence[Frame]) -> None:
+        now = time.time()
+        with self.tracer.stage(
+            "batch", frames, **{"batch.fill_wait_s": self.queues.last_fill_wait}
+        ):
+            pass
+        if self.metrics is not None:
+            self.metrics.batch_size.record(len(frames))
+            self.metrics.stage_latency.record(self.queues.last_fill_wait, {"stage": "batch"})
+            for f in frames:
+                self.metrics.queue_wait.record(max(0.0, now - f.capture_time))
+
+    def _segment(self, frames: Sequence[Frame]) -> list[FrameResult]:
+        t0 = time.monotonic()
+        with self.tracer.stage("segment", frames, cameras=sorted({f.camera_id for f in frames})):
+            instances = self.segmenter.segment(FrameBatch(tuple(frames)))
+        if len(instances) != len(frames):
+            raise RuntimeError(
+                f"segmenter returned {len(instances)} results for {len(frames)} frames"
+            )
+        self._stage_time("segment", t0)
+        out = []
+        for f, inst in zip(frames, instances, strict=True):
+            self.stats.processed(f.camera_id)
+            out.append(FrameResult(f.without_image(), inst))
+        return out
+
+    # -- track -----------------------------------------------------------------
+    def _run_track(self) -> None:
+        try:
+            end = False
+            while not end:
+                results, end = self.results.get_many(max(self.batch_size, 1) * 2, None)
+                if results:
+                    self.to_publish.put(self._track(results))
+        except BaseException as exc:
+            self._fail("track", exc)
+        finally:
+            self.to_publish.close()
+
+    def _track(self, results: Sequence[FrameResult]) -> list[TrackItem]:
+        t0 = time.monotonic()
+        out: list[TrackItem] = []
+        with self.tracer.stage("track", [r.frame for r in results]):
+            for r in results:
+                if self.tracker is None:
+                    out.append((r, []))
+                    continue
+                try:
+                    tracked, events = self.tracker.process(r)
+                except Exception as exc:
+                    self._stage_error("track", exc, camera=r.frame.camera_id)
+                    tracked, events = r, []
+                out.append((tracked, list(events)))
+                if events and self.on_events is not None:
+                    try:
+                        self.on_events(list(events))
+                    except Exception as exc:
+                        self._stage_error("track", exc, camera=r.frame.camera_id)
+                if self.metrics is not None:
+                    for e in events:
+                        self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
+        self._stage_time("track", t0)
+        return out
+
+    # -- publish -----------------------------------------------------------------
+    def _run_publish(self) -> None:
+        publisher = self.publish.publisher
+        try:
+            end = False
+            while not end:
+                wait = publisher.retry_in() if publisher.buffered else 0.5
+                groups, end = self.to_publish.get_many(64, 0.5 if wait is None else min(wait, 0.5))
+                items = [item for g in groups for item in g]
+                if items:
+                    t0 = time.monotonic()
+                    with self.tracer.stage("publish", [r.frame for r, _ in items]):
+                        self.publish.process(items)
+                    self._stage_time("publish", t0)
+                else:
+                    publisher.poll()
+            left = self.drain_timeout - (time.monotonic() - (self._stop_time or time.monotonic()))
+            if not self.publish.close(max(1.0, left)):
+                log.warning("publish: %d messages could not reach Redis", publisher.buffered)
+        except BaseException as exc:
+            self._fail("publish", exc)
+        finally:
+            self._done.set()
+
+    def _on_published(self, entries: Sequence[Outgoing]) -> None:
+        now = time.time()
+        for e in entries:
+            if self.metrics is not None:
+                self.metrics.messages.add(1, {"type": e.kind})
+            if e.frame is not None:
+                latency = max(0.0, now - e.frame.capture_time)
+                self.stats.published(e.frame.camera_id, latency)
+                self.tracer.end(e.frame, latency_s=latency)
+
+    def _on_publish_dropped(self, entries: Sequence[Outgoing]) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_dropped.add(len(entries))
+        for e in entries:
+            if e.frame is not None:
+                self.stats.dropped(e.frame.camera_id, "redis")
+                self.tracer.end(e.frame, dropped="redis")
+
+    # -- errors ---------------------------------------------------------------------
+    def _stage_time(self, stage: str, t0: float) -> None:
+        if self.metrics is not None:
+            self.metrics.stage_latency.record(time.monotonic() - t0, {"stage": stage})
+
+    def _stage_error(self, stage: str, exc: BaseException, camera: str | None = None) -> None:
+        where = f"{stage}[{camera}]" if camera else stage
+        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=exc)
+        if self.metrics is not None:
+            self.metrics.stage_errors.add(1, {"stage": stage})
+
+    def _fail(self, stage: str, exc: BaseException) -> None:
+        log.critical("%s: giving up after repeated failures; stopping the pipeline", stage)
+        self.failure = self.failure or exc
+        self.stop()
+
+
+def _health_state(health: Any) -> str:
+    state = getattr(health, "state", None)
+    if state is None:
+        return "connecting"
+    return str(getattr(state, "value", state))
+
+
+def _scrub(text: Any) -> Any:
+    return redact_text(text) if isinstance(text, str) else text

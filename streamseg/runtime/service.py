@@ -1,0 +1,261 @@
+"""``streamseg serve``: a pipeline plus its HTTP endpoint, telemetry, signals and status.
+
+``Service(config).run()`` returns the process exit code: 0 after a clean
+stop (SIGINT/SIGTERM, or every file source done), 1 when a stage failed or
+the drain did not finish in ``runtime.drain_timeout``. A second signal
+while draining exits at once with 130.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any, TextIO
+
+from streamseg.config.cameras import CameraConfig
+from streamseg.config.pipeline import PipelineConfig
+from streamseg.runtime.factory import (
+    build_clip_hook,
+    build_publish_stage,
+    build_segmenter,
+    build_swap_controller,
+    build_tracker,
+    open_camera,
+)
+from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.status import StatusReporter
+from streamseg.telemetry.http import HealthServer
+from streamseg.telemetry.metrics import PipelineMetrics
+from streamseg.telemetry.setup import Telemetry
+from streamseg.telemetry.tracing import FrameTracer
+
+__all__ = ["Service"]
+
+log = logging.getLogger("streamseg.runtime")
+
+READY_CAMERA_STATES = ("streaming", "finished")
+
+
+class Service:
+    """Everything ``streamseg serve`` runs, built from one ``PipelineConfig``.
+
+    Args:
+        config: the validated pipeline.yaml.
+        cameras: the cameras this process serves (a shard); default all.
+        status_stream: where the status line goes (default stderr).
+        handle_signals: install SIGINT/SIGTERM handlers (main thread only).
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        *,
+        cameras: Sequence[CameraConfig] | None = None,
+        status_stream: TextIO | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.config = config
+        self.cameras = list(config.cameras if cameras is None else cameras)
+        self.status_stream = status_stream
+        self.handle_signals = handle_signals
+        self.pipeline: Pipeline | None = None
+        self.http: HealthServer | None = None
+        self.model_loaded = False
+        self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
+        self._stop = threading.Event()
+        self._signals = 0
+
+    def run(self) -> int:
+        t = self.config.telemetry
+        telemetry = Telemetry(
+            service_name=t.service_name,
+            traces=t.traces,
+            metrics=t.metrics,
+            otlp_endpoint=t.otlp_endpoint,
+            export_interval=t.export_interval,
+            trace_sample_ratio=t.trace_sample_ratio,
+        )
+        old_handlers = self._install_signals()
+        try:
+            self._start_http(telemetry)
+            pipeline = self._build(telemetry)
+            if pipeline is None:
+                return 0
+            return self._run_pipeline(pipeline)
+        finally:
+            self._restore_signals(old_handlers)
+            for hook in self._hooks:
+                try:
+                    hook.close()
+                except Exception:
+                    log.exception("runtime: closing %s failed", type(hook).__name__)
+            if self.http is not None:
+                self.http.close()
+            telemetry.shutdown()
+
+    def stop(self) -> None:
+        """Ask the service to drain and exit (what a SIGTERM does)."""
+        self._stop.set()
+        if self.pipeline is not None:
+            self.pipeline.stop()
+
+    # -- building ----------------------------------------------------------
+    def _start_http(self, telemetry: Telemetry) -> None:
+        h = self.config.http
+        if h.enabled:
+            metrics = telemetry.metrics_text if telemetry.prometheus_registry is not None else None
+            self.http = HealthServer(
+                host=h.host, port=h.port, readiness=self.readiness, metrics=metrics
+            ).start()
+        port = self.config.telemetry.prometheus_port
+        if port is not None:
+            telemetry.start_prometheus_server(port, host=h.host)
+
+    def _build(self, telemetry: Telemetry) -> Pipeline | None:
+        rt, model = self.config.runtime, self.config.model
+        if rt.torch_threads is not None:
+            import torch
+
+            torch.set_num_threads(rt.torch_threads)
+        segmenter = build_segmenter(model)
+        self.model_loaded = True
+        if self._stop.is_set():
+            segmenter.close()
+            return None
+        class_names = tuple(segmenter.class_names)
+        swap = build_swap_controller(self.config)
+        clips = build_clip_hook(self.config)
+        self._hooks = [h for h in (swap, clips) if h is not None]
+        device = model.device if any(c.decode == "dali" for c in self.cameras) else "cpu"
+        on_packet = clips.on_packet if clips is not None else None
+        sources = {
+            cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
+        }
+        self.pipeline = Pipeline(
+            sources=sources,
+            segmenter=segmenter,
+            tracker=build_tracker(self.config, class_names),
+            publish=build_publish_stage(self.config, class_names),
+            batch_size=model.batch_size,
+            max_wait=model.max_wait_ms / 1000,
+            camera_queue=rt.camera_queue,
+            results_queue=rt.results_queue,
+            publish_queue=rt.publish_queue,
+            drain_timeout=rt.drain_timeout,
+            metrics=PipelineMetrics(telemetry.meter),
+            tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
+            between_batches=swap.apply_pending if swap is not None else None,
+            on_events=clips.on_events if clips is not None else None,
+        )
+        return self.pipeline
+
+    # -- running -----------------------------------------------------------
+    def _run_pipeline(self, pipeline: Pipeline) -> int:
+        status = StatusReporter(
+            stats=pipeline.stats,
+            states=lambda: {c: s for c, (s, _r, _d) in pipeline.camera_states().items()},
+            redis=lambda: (
+                pipeline.publish.publisher.connected,
+                pipeline.publish.publisher.buffered,
+            ),
+            interval=self.config.runtime.status_interval,
+            stream=self.status_stream,
+        )
+        pipeline.start()
+        status.start()
+        log.info(
+            "runtime: running %d camera(s): %s",
+            len(self.cameras),
+            ", ".join(c.id for c in self.cameras),
+        )
+        if self._stop.is_set():
+            pipeline.stop()
+        try:
+            finished = self._wait(pipeline)
+        finally:
+            status.close()
+        pipeline.close()
+        if not finished:
+            log.error("runtime: drain did not finish within %.0fs", pipeline.drain_timeout)
+            return 1
+        self._log_summary(pipeline)
+        return 1 if pipeline.failure is not None else 0
+
+    def _wait(self, pipeline: Pipeline) -> bool:
+        while not pipeline.wait(0.2):
+            stop_time = pipeline._stop_time
+            if stop_time is not None and time.monotonic() - stop_time > pipeline.drain_timeout + 2:
+                return False
+        return True
+
+    def _log_summary(self, pipeline: Pipeline) -> None:
+        p50, p99 = pipeline.stats.latency_percentiles(50, 99)
+        pub = pipeline.publish.publisher
+        for cid, c in pipeline.stats.snapshot().items():
+            log.info(
+                "summary[%s]: %d frames read, %d dropped, %d segmented, %d published",
+                cid, c.frames_in, c.dropped, c.processed, c.published,
+            )  # fmt: skip
+        log.info(
+            "summary: latency p50 %s p99 %s; redis: %d messages, %d dropped, %d reconnects",
+            _ms(p50), _ms(p99), pub.published, pub.dropped, pub.reconnects,
+        )  # fmt: skip
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """``(ready, details)`` for ``/readyz``.
+
+        Ready: the model is loaded, Redis answers, at least one camera is
+        streaming (or a file is done) and the service is not stopping.
+        """
+        p = self.pipeline
+        if p is None:
+            cams: dict[str, Any] = {c.id: {"state": "connecting"} for c in self.cameras}
+            redis: dict[str, Any] = {"connected": False}
+        else:
+            cams = {cid: d for cid, (_s, _r, d) in p.camera_states().items()}
+            pub = p.publish.publisher
+            redis = {"connected": pub.connected, "buffered": pub.buffered, "dropped": pub.dropped}
+        stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
+        ready = (
+            self.model_loaded
+            and bool(redis["connected"])
+            and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
+            and not stopping
+        )
+        details = {
+            "model": {"loaded": self.model_loaded, "arch": self.config.model.arch},
+            "redis": redis,
+            "cameras": cams,
+            "stopping": stopping,
+        }
+        return ready, details
+
+    # -- signals -----------------------------------------------------------
+    def _install_signals(self) -> dict[int, Any]:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        old: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, self._on_signal)
+        return old
+
+    def _restore_signals(self, old: dict[int, Any]) -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._signals += 1
+        name = signal.Signals(signum).name
+        if self._signals > 1:
+            log.warning("runtime: second %s: exiting without draining", name)
+            raise SystemExit(130)
+        log.info("runtime: %s received", name)
+        self.stop()
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.0f} ms"

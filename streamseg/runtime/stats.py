@@ -1,0 +1,88 @@
+"""Counters the runtime keeps for its status line, ``/readyz`` and the benchmark.
+
+Every update also goes to the OpenTelemetry instruments (``PipelineMetrics``)
+when given, so the numbers on the terminal and in Prometheus agree.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+from collections.abc import Iterable
+
+from streamseg.telemetry.metrics import PipelineMetrics
+
+__all__ = ["CameraCounts", "PipelineStats"]
+
+
+@dataclasses.dataclass
+class CameraCounts:
+    frames_in: int = 0
+    dropped: int = 0
+    processed: int = 0
+    published: int = 0
+
+
+class PipelineStats:
+    """Thread-safe per-camera counters and a window of recent latencies (seconds)."""
+
+    def __init__(
+        self, cameras: Iterable[str], metrics: PipelineMetrics | None = None, window: int = 2048
+    ) -> None:
+        self._lock = threading.Lock()
+        self.cameras = {cid: CameraCounts() for cid in cameras}
+        self._latency: collections.deque[float] = collections.deque(maxlen=window)
+        self._all_latency: list[float] = []
+        self.keep_all_latencies = False
+        self.metrics = metrics
+        self.started = time.monotonic()
+        self.first_publish: float | None = None
+        self.last_publish: float | None = None
+
+    def _attrs(self, camera: str) -> dict[str, str]:
+        return {"camera": camera}
+
+    def frame_in(self, camera: str) -> None:
+        with self._lock:
+            self.cameras[camera].frames_in += 1
+        if self.metrics:
+            self.metrics.frames_in.add(1, self._attrs(camera))
+
+    def dropped(self, camera: str, reason: str, n: int = 1) -> None:
+        with self._lock:
+            self.cameras[camera].dropped += n
+        if self.metrics:
+            self.metrics.frames_dropped.add(n, {"camera": camera, "reason": reason})
+
+    def processed(self, camera: str) -> None:
+        with self._lock:
+            self.cameras[camera].processed += 1
+        if self.metrics:
+            self.metrics.frames_processed.add(1, self._attrs(camera))
+
+    def published(self, camera: str, latency: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.cameras[camera].published += 1
+            self._latency.append(latency)
+            if self.keep_all_latencies:
+                self._all_latency.append(latency)
+            self.first_publish = self.first_publish or now
+            self.last_publish = now
+        if self.metrics:
+            self.metrics.e2e_latency.record(latency, self._attrs(camera))
+
+    def snapshot(self) -> dict[str, CameraCounts]:
+        with self._lock:
+            return {cid: dataclasses.replace(c) for cid, c in self.cameras.items()}
+
+    def latency_percentiles(self, *qs: float, all_frames: bool = False) -> list[float | None]:
+        """Percentiles (0-100) of capture-to-Redis latency, seconds (recent window,
+        or every frame since start when ``keep_all_latencies`` and ``all_frames``)."""
+        with self._lock:
+            data = sorted(self._all_latency if all_frames else self._latency)
+        if not data:
+            return [None for _ in qs]
+        return [data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))] for q in qs]

@@ -1,0 +1,102 @@
+"""The live status: a one-line display on a terminal, periodic log lines otherwise.
+
+Example::
+
+    cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | latency p50 112 ms p99 240 ms | redis ok
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from streamseg.runtime.stats import CameraCounts, PipelineStats
+
+__all__ = ["StatusReporter", "format_status"]
+
+log = logging.getLogger("streamseg.status")
+
+
+def format_status(
+    rates: dict[str, float],
+    counts: dict[str, CameraCounts],
+    states: dict[str, str],
+    p50: float | None,
+    p99: float | None,
+    redis_ok: bool,
+    buffered: int,
+) -> str:
+    """One status line (fps per camera over the last interval, drops, latency, Redis)."""
+    parts = []
+    for cid, c in counts.items():
+        state = states.get(cid, "")
+        extra = f" [{state}]" if state not in ("streaming", "") else ""
+        parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps drop {c.dropped}{extra}")
+    lat = "latency -"
+    if p50 is not None and p99 is not None:
+        lat = f"latency p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
+    redis = "redis ok" if redis_ok else f"redis DOWN ({buffered} buffered)"
+    return " | ".join([*parts, lat, redis])
+
+
+class StatusReporter:
+    """A thread that reports the pipeline's status every ``interval`` seconds.
+
+    On a terminal it redraws one line in place (every second); otherwise it
+    logs the same line at INFO every ``interval`` seconds.
+    """
+
+    def __init__(
+        self,
+        *,
+        stats: PipelineStats,
+        states: Callable[[], dict[str, str]],
+        redis: Callable[[], tuple[bool, int]],
+        interval: float,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = 1.0 if self.tty else interval
+        self._stats, self._states, self._redis = stats, states, redis
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="status", daemon=True)
+        self._last = (time.monotonic(), stats.snapshot())
+
+    def start(self) -> StatusReporter:
+        self._thread.start()
+        return self
+
+    def line(self) -> str:
+        now, counts = time.monotonic(), self._stats.snapshot()
+        then, before = self._last
+        self._last = (now, counts)
+        dt = max(now - then, 1e-6)
+        rates = {c: (counts[c].processed - before[c].processed) / dt for c in counts}
+        p50, p99 = self._stats.latency_percentiles(50, 99)
+        ok, buffered = self._redis()
+        return format_status(rates, counts, self._states(), p50, p99, ok, buffered)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._emit(self.line())
+
+    def _emit(self, line: str) -> None:
+        if self.tty:
+            width = shutil.get_terminal_size((120, 20)).columns
+            self.stream.write("\r\x1b[2K" + line[: width - 1])
+            self.stream.flush()
+        else:
+            log.info("status: %s", line)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()

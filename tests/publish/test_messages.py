@@ -1,0 +1,111 @@
+"""Message encoding and the published JSON Schemas."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+
+from streamseg.publish.encode import alert_message, detections_message, dumps
+from streamseg.schemas import load_schema
+from streamseg.types import Event, Frame, FrameResult, Instances
+
+CLASS_NAMES = ("__background__", "person", "car")
+
+
+def result(n: int, *, masks: bool, tracked: bool) -> FrameResult:
+    h, w = 12, 16
+    frame = Frame(
+        "gate", 7, 0.7, 1_700_000_000.5, torch.zeros((h, w, 3), dtype=torch.uint8),
+        trace={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+    )  # fmt: skip
+    m = torch.zeros((n, h, w), dtype=torch.bool)
+    for i in range(n):
+        m[i, i : i + 3, 2:5] = True
+    inst = Instances(
+        image_size=(h, w),
+        boxes=torch.tensor([[1.0, 2.0, 5.5, 6.25]] * n),
+        scores=torch.linspace(0.5, 0.9, n),
+        labels=torch.tensor([1, 2, 1][:n]),
+        masks=m if masks else None,
+        track_ids=torch.tensor([3, -1, 9][:n]) if tracked else None,
+    )
+    return FrameResult(frame.without_image(), inst)
+
+
+@pytest.mark.parametrize("tracked", [True, False])
+def test_detections_message_without_masks(tracked: bool) -> None:
+    msg = detections_message(
+        result(3, masks=False, tracked=tracked),
+        arch="maskrcnn_small",
+        class_names=CLASS_NAMES,
+        published_time=1_700_000_001.0,
+    )
+    jsonschema.validate(msg, load_schema("detections"))
+    assert msg["camera"] == "gate" and msg["seq"] == 7 and msg["pts"] == 0.7
+    assert msg["image"] == {"height": 12, "width": 16}
+    assert msg["traceparent"].startswith("00-0af7")
+    first = msg["instances"][0]
+    assert first["label_name"] == "person" and first["box"] == [1.0, 2.0, 5.5, 6.25]
+    assert first["mask"] is None
+    tracks = [i["track_id"] for i in msg["instances"]]
+    assert tracks == ([3, None, 9] if tracked else [None, None, None])
+    assert json.loads(dumps(msg)) == msg
+
+
+def test_empty_frame_message() -> None:
+    empty = FrameResult(
+        Frame("c", 0, None, 1.0, torch.zeros((4, 4, 3), dtype=torch.uint8)),
+        Instances.empty((4, 4)),
+    )
+    msg = detections_message(empty, arch="a", class_names=CLASS_NAMES, published_time=2.0)
+    jsonschema.validate(msg, load_schema("detections"))
+    assert msg["instances"] == [] and msg["pts"] is None
+
+
+def test_alert_message_is_event_dict() -> None:
+    event = Event(
+        rule="door",
+        kind="enter",
+        camera_id="gate",
+        time=1_700_000_000.5,
+        frame_seq=7,
+        track_id=3,
+        label=1,
+        label_name="person",
+        zone="door",
+        pts=0.7,
+        box=(1.0, 2.0, 3.0, 4.0),
+        score=0.9,
+        mask_rle={"size": [12, 16], "counts": "abc"},
+        extra={"dwell_seconds": 2.5},
+    )
+    msg = alert_message(event)
+    assert msg == event.to_dict()
+    jsonschema.validate(msg, load_schema("alert"))
+    crowd = Event(rule="crowd", kind="crowding", camera_id="gate", time=1.0, frame_seq=1, count=5)
+    jsonschema.validate(alert_message(crowd), load_schema("alert"))
+
+
+def test_schema_rejects_bad_messages() -> None:
+    msg = detections_message(
+        result(1, masks=False, tracked=True),
+        arch="a",
+        class_names=CLASS_NAMES,
+        published_time=1.0,
+    )
+    schema = load_schema("detections")
+    for broken in (
+        {**msg, "schema_version": 2},
+        {**msg, "extra_key": 1},
+        {**msg, "instances": [{**msg["instances"][0], "box": [1, 2, 3]}]},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema)
+
+
+def test_schemas_are_valid_json_schema() -> None:
+    for name in ("detections", "alert"):
+        jsonschema.Draft202012Validator.check_schema(load_schema(name))
