@@ -113,4 +113,4 @@ def configure_tf32(enabled: bool) -> None:
     # ``allow_tf32`` flags is an error in this torch, so only this one is used.
     mode = "tf32" if enabled else "ieee"
     torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
