@@ -1,5 +1,273 @@
 """Post-processing ops (NMS, RoIAlign, mask paste, RLE, box coding).
 
 Each public function runs the native kernel built from ``ops/csrc`` when it
-loaded, else the pure-PyTorch reference.
+loaded, else the pure-PyTorch reference in :mod:`streamseg.ops.reference`.
+Semantics follow torchvision's ops exactly (see ``docs/ops.md``). Boxes are
+``xyxy`` in pixels with exclusive ``x2``/``y2``; areas have no ``+1``.
+
+Importing this package compiles and loads nothing: the native library is
+built (or found in the cache) on the first call that can use it.
+
+Example::
+
+    >>> import torch
+    >>> from streamseg import ops
+    >>> boxes = torch.tensor([[0.0, 0, 10, 10], [1, 1, 10, 10], [20, 20, 30, 30]])
+    >>> ops.nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5).tolist()
+    [0, 2]
 """
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from torch import Tensor
+
+from streamseg.ops import reference as _ref
+
+__all__ = [
+    "batched_nms",
+    "box_iou",
+    "clip_boxes",
+    "decode_boxes",
+    "encode_boxes",
+    "mask_to_rle",
+    "masks_to_rle",
+    "multiscale_roi_align",
+    "nms",
+    "paste_masks",
+    "remove_small_boxes",
+    "rle_to_mask",
+    "roi_align",
+]
+
+BOX_CLAMP = math.log(1000.0 / 16)
+Weights = tuple[float, float, float, float]
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+def _check_boxes(boxes: Tensor, name: str = "boxes", width: int = 4) -> None:
+    _check(
+        boxes.dim() == 2 and boxes.shape[1] == width,
+        f"{name} must be a (N, {width}) tensor, got shape {tuple(boxes.shape)}",
+    )
+    _check(boxes.is_floating_point(), f"{name} must be floating point, got {boxes.dtype}")
+
+
+def _check_scores(boxes: Tensor, scores: Tensor) -> None:
+    _check_boxes(boxes)
+    _check(
+        scores.shape == boxes.shape[:1],
+        f"scores must be (N,) with N = {boxes.shape[0]} boxes, got shape {tuple(scores.shape)}",
+    )
+    _check(scores.device == boxes.device, "boxes and scores must be on the same device")
+
+
+def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+    """Greedy non-maximum suppression.
+
+    Args:
+        boxes: ``(N, 4)`` float xyxy pixels.
+        scores: ``(N,)`` float.
+        iou_threshold: a box is dropped when its IoU with a kept,
+            higher-scored box is ``> iou_threshold``.
+
+    Returns:
+        ``(K,)`` int64 indices of the kept boxes by decreasing score (equal
+        scores keep input order).
+    """
+    _check_scores(boxes, scores)
+    return _ref.nms(boxes, scores, float(iou_threshold))
+
+
+def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
+    """NMS independently within each category.
+
+    Args:
+        boxes: ``(N, 4)`` float xyxy pixels.
+        scores: ``(N,)`` float.
+        idxs: ``(N,)`` int64 category (or image) of each box; boxes of
+            different ``idxs`` never suppress each other.
+        iou_threshold: as in :func:`nms`.
+
+    Returns:
+        ``(K,)`` int64 indices of the kept boxes by decreasing score.
+    """
+    _check_scores(boxes, scores)
+    _check(idxs.shape == scores.shape, f"idxs must be (N,), got shape {tuple(idxs.shape)}")
+    return _ref.batched_nms(boxes, scores, idxs, float(iou_threshold))
+
+
+def roi_align(
+    input: Tensor,
+    rois: Tensor,
+    output_size: tuple[int, int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> Tensor:
+    """RoIAlign with torchvision's semantics; differentiable w.r.t. ``input``.
+
+    Args:
+        input: ``(B, C, H, W)`` float feature map.
+        rois: ``(K, 5)`` rows ``(batch_index, x1, y1, x2, y2)`` in image
+            pixels, same dtype as ``input``.
+        output_size: ``(oh, ow)`` bins.
+        spatial_scale: feature pixels per image pixel (e.g. ``1/4``).
+        sampling_ratio: samples per bin side; ``<= 0`` means adaptive
+            ``ceil(roi_side / output_side)``.
+        aligned: shift coordinates by -0.5 pixel (Detectron2 / v2 models).
+
+    Returns:
+        ``(K, C, oh, ow)`` of ``input``'s dtype.
+    """
+    _check(input.dim() == 4, f"input must be (B, C, H, W), got shape {tuple(input.shape)}")
+    _check_boxes(rois, "rois", width=5)
+    size = (int(output_size[0]), int(output_size[1]))
+    return _ref.roi_align(input, rois, size, float(spatial_scale), int(sampling_ratio), aligned)
+
+
+def multiscale_roi_align(
+    features: Sequence[Tensor],
+    boxes: Sequence[Tensor],
+    image_sizes: Sequence[tuple[int, int]],
+    output_size: int | tuple[int, int],
+    sampling_ratio: int,
+    canonical_scale: float = 224.0,
+    canonical_level: float = 4.0,
+    *,
+    aligned: bool = False,
+) -> Tensor:
+    """torchvision's ``MultiScaleRoIAlign``: each box pooled from its FPN level.
+
+    Args:
+        features: FPN maps ``(B, C, Hl, Wl)``, finest first (e.g. P2..P5).
+        boxes: per image ``(Ki, 4)`` float xyxy image pixels.
+        image_sizes: per image ``(h, w)`` before padding; scales are
+            ``2 ** round(log2(Hl / max h))``.
+        output_size: bins per side (or ``(oh, ow)``).
+        sampling_ratio: as in :func:`roi_align`.
+        canonical_scale, canonical_level: level =
+            ``floor(canonical_level + log2(sqrt(area) / canonical_scale) + 1e-6)``,
+            clamped to the available levels.
+        aligned: as in :func:`roi_align` (torchvision uses ``False``).
+
+    Returns:
+        ``(sum Ki, C, oh, ow)`` in image order.
+    """
+    _check(len(features) > 0, "features must hold at least one feature map")
+    _check(
+        len(boxes) == len(image_sizes),
+        f"got {len(boxes)} box lists but {len(image_sizes)} image sizes",
+    )
+    for b in boxes:
+        _check_boxes(b)
+    return _ref.multiscale_roi_align(
+        features,
+        boxes,
+        image_sizes,
+        output_size,
+        sampling_ratio,
+        canonical_scale,
+        canonical_level,
+        aligned=aligned,
+    )
+
+
+def encode_boxes(reference: Tensor, proposals: Tensor, weights: Weights) -> Tensor:
+    """Regression targets ``(N, 4)`` that take ``proposals (N, 4)`` to ``reference (N, 4)``.
+
+    torchvision's ``BoxCoder.encode``; ``weights = (wx, wy, ww, wh)``.
+    """
+    _check_boxes(reference, "reference")
+    _check_boxes(proposals, "proposals")
+    return _ref.encode_boxes(reference, proposals, weights)
+
+
+def decode_boxes(
+    deltas: Tensor, boxes: Tensor, weights: Weights, clamp: float = BOX_CLAMP
+) -> Tensor:
+    """Apply regression ``deltas (N, 4k)`` to ``boxes (N, 4)`` xyxy -> ``(N, k, 4)`` xyxy.
+
+    torchvision's ``BoxCoder.decode``: ``dw``, ``dh`` clamped at ``clamp``.
+    """
+    _check_boxes(boxes)
+    _check(
+        deltas.dim() == 2 and deltas.shape[0] == boxes.shape[0] and deltas.shape[1] % 4 == 0,
+        f"deltas must be (N, 4k) with N = {boxes.shape[0]}, got shape {tuple(deltas.shape)}",
+    )
+    return _ref.decode_boxes(deltas, boxes, weights, float(clamp))
+
+
+def clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:
+    """Clamp ``(..., 4)`` xyxy boxes into an image of ``size = (h, w)`` pixels."""
+    _check(boxes.shape[-1] == 4, f"boxes must be (..., 4), got shape {tuple(boxes.shape)}")
+    return _ref.clip_boxes(boxes, size)
+
+
+def remove_small_boxes(boxes: Tensor, min_size: float) -> Tensor:
+    """Indices (int64) of ``(N, 4)`` boxes with width and height ``>= min_size`` pixels."""
+    _check_boxes(boxes)
+    return _ref.remove_small_boxes(boxes, min_size)
+
+
+def box_iou(a: Tensor, b: Tensor) -> Tensor:
+    """Pairwise IoU ``(N, M)`` of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes."""
+    _check_boxes(a, "a")
+    _check_boxes(b, "b")
+    return _ref.box_iou(a, b)
+
+
+def paste_masks(
+    masks: Tensor, boxes: Tensor, image_size: tuple[int, int], padding: int = 1
+) -> Tensor:
+    """Paste per-box mask probabilities into the frame (torchvision's ``paste_masks_in_image``).
+
+    Args:
+        masks: ``(N, M, M)`` float probabilities (the mask head's output).
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        image_size: frame ``(h, w)``.
+        padding: zero border added to the masks before resizing.
+
+    Returns:
+        ``(N, h, w)`` float probabilities (0 outside the boxes); threshold
+        them (e.g. ``> 0.5``) for bool masks.
+    """
+    _check(
+        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
+        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
+    )
+    _check_boxes(boxes)
+    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
+    h, w = int(image_size[0]), int(image_size[1])
+    return _ref.paste_masks(masks, boxes, (h, w), int(padding))
+
+
+def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
+    """``(N, h, w)`` bool masks -> COCO compressed RLEs ``{"size": [h, w], "counts": str}``.
+
+    ``counts`` equals ``pycocotools.mask.encode``'s (as ``str``).
+    """
+    _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
+    return _ref.masks_to_rle(masks)
+
+
+def mask_to_rle(mask: Tensor) -> dict[str, Any]:
+    """``(h, w)`` bool mask -> COCO compressed RLE ``{"size": [h, w], "counts": str}``."""
+    _check(mask.dim() == 2, f"mask must be (h, w), got shape {tuple(mask.shape)}")
+    return masks_to_rle(mask[None])[0]
+
+
+def rle_to_mask(rle: dict[str, Any]) -> Tensor:
+    """COCO RLE (compressed or list ``counts``) -> ``(h, w)`` bool mask."""
+    _check(
+        isinstance(rle, dict) and "size" in rle and "counts" in rle,
+        "rle must be a dict with 'size' and 'counts'",
+    )
+    return _ref.rle_to_mask(rle)

@@ -109,6 +109,8 @@ def configure_tf32(enabled: bool) -> None:
     """Allow (or forbid) TF32 tensor-core maths for fp32 matmuls and convolutions."""
     if not torch.cuda.is_available():
         return
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
-    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    # The per-backend API (torch >= 2.9); mixing it with the legacy
+    # ``allow_tf32`` flags is an error in this torch, so only this one is used.
+    mode = "tf32" if enabled else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
