@@ -109,3 +109,19 @@ def test_schema_rejects_bad_messages() -> None:
 def test_schemas_are_valid_json_schema() -> None:
     for name in ("detections", "alert"):
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
+
+
+@pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+def test_detections_masks_are_coco_rle() -> None:
+    from pycocotools import mask as coco_mask
+
+    res = result(3, masks=True, tracked=True)
+    msg = detections_message(res, arch="a", class_names=CLASS_NAMES, published_time=1.0)
+    jsonschema.validate(msg, load_schema("detections"))
+    assert res.instances.masks is not None
+    for inst, expected in zip(msg["instances"], res.instances.masks, strict=True):
+        rle = inst["mask"]
+        assert rle["size"] == [12, 16] and isinstance(rle["counts"], str)
+        decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()})
+        assert (torch.from_numpy(decoded).bool() == expected).all()
+    assert json.loads(dumps(msg)) == msg
