@@ -39,19 +39,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _camera_url(pipeline: str, camera: str) -> tuple[str, Any]:
     """The camera's URL and the ``record:`` section of ``pipeline``."""
-    try:
-        from streamseg.config import load_pipeline  # type: ignore[attr-defined]
-    except ImportError:
-        raise UsageError("this build has no pipeline.yaml loader yet; pass --url") from None
+    from streamseg.config import ConfigError, load_pipeline
+
     try:
         cfg = load_pipeline(pipeline)
-    except (OSError, ValueError) as exc:
+    except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    cameras = {str(c.id): c for c in getattr(cfg, "cameras", [])}
+    cameras = {c.id: c for c in cfg.cameras}
     if camera not in cameras:
-        known = ", ".join(sorted(cameras)) or "none"
+        known = ", ".join(sorted(cameras))
         raise UsageError(f"{pipeline} has no camera {camera!r} (cameras: {known})")
-    return str(cameras[camera].url), getattr(cfg, "record", None)
+    return cameras[camera].url, cfg.record
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +67,11 @@ def run(args: argparse.Namespace) -> int:
     if url is None:
         url, section = _camera_url(args.pipeline, args.camera)
         record = section if isinstance(section, RecordConfig) else record
+    if url.startswith("synthetic://"):
+        raise UsageError(
+            f"camera {args.camera!r} is a synthetic scene: it has no packets to record "
+            "(`streamseg synth` writes one to a video file)"
+        )
     from pathlib import Path
 
     out = Path(args.out) if args.out else Path(record.dir) / args.camera

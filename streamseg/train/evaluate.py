@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from streamseg.train.data import DetectionDataset, GroundTruth, encode_mask
+from streamseg.ops import masks_to_rle
+from streamseg.train.data import DetectionDataset, GroundTruth
 from streamseg.train.modeling import input_spec
 from streamseg.train.transforms import batch_images, resize_image, resized_shape
 from streamseg.types import Instances
@@ -85,7 +86,7 @@ def detections_to_coco(image_id: int, instances: Instances) -> list[dict[str, An
     """One image's ``Instances`` -> COCO result dicts (boxes ``xywh``, RLE masks)."""
     inst = instances.to("cpu")
     out = []
-    masks = inst.masks
+    rles = masks_to_rle(inst.masks) if inst.masks is not None and len(inst) else []
     for i in range(len(inst)):
         x1, y1, x2, y2 = (float(v) for v in inst.boxes[i])
         det: dict[str, Any] = {
@@ -94,8 +95,8 @@ def detections_to_coco(image_id: int, instances: Instances) -> list[dict[str, An
             "bbox": [x1, y1, x2 - x1, y2 - y1],
             "score": float(inst.scores[i]),
         }
-        if masks is not None:
-            det["segmentation"] = encode_mask(masks[i])
+        if rles:
+            det["segmentation"] = rles[i]
         out.append(det)
     return out
 

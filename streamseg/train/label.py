@@ -94,12 +94,8 @@ def sample_frames(
 
 
 def _masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
-    try:
-        from streamseg.ops import masks_to_rle  # type: ignore[attr-defined]
-    except ImportError:
-        from streamseg.train.data import encode_mask
+    from streamseg.ops import masks_to_rle
 
-        return [encode_mask(m) for m in masks]
     return [dict(r) for r in masks_to_rle(masks.cpu())]
 
 

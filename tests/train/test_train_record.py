@@ -177,3 +177,24 @@ def test_record_command(source: Path, tmp_path: Path, cli) -> None:  # type: ign
     assert sum(count_frames(Path(f["path"])) for f in report["files"]) == 60
     bad = cli("record", "--camera", "x", "--url", str(source), "--duration", "0")
     assert bad.returncode == 2 and "--duration must be positive" in bad.stderr
+
+
+def test_record_a_camera_of_a_pipeline(source: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        "cameras:\n"
+        f"  - id: dock\n    url: {source.name}\n"
+        "  - id: synth\n    url: synthetic://?seed=1\n"
+        "model:\n  missing_weights: random\n"
+        f"record:\n  dir: {tmp_path / 'rec'}\n  container: mkv\n  segment_s: 3\n"
+    )
+    proc = cli("record", str(pipeline), "--camera", "dock", "--duration", "6")
+    assert proc.returncode == 0, proc.stderr
+    files = [Path(f["path"]) for f in json.loads(proc.stdout)["files"]]
+    assert [f.parent for f in files] == [tmp_path / "rec" / "dock"] * 2
+    assert [f.suffix for f in files] == [".mkv", ".mkv"]
+    assert [count_frames(f) for f in files] == [45, 45]
+    missing = cli("record", str(pipeline), "--camera", "gate", "--duration", "1")
+    assert missing.returncode == 2 and "no camera 'gate' (cameras: dock, synth)" in missing.stderr
+    synthetic = cli("record", str(pipeline), "--camera", "synth", "--duration", "1")
+    assert synthetic.returncode == 2 and "synthetic scene" in synthetic.stderr
