@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
@@ -204,13 +205,15 @@ class PacketReader:
                 self.health.count(reconnects=1)
             attempts += 1
             self.health.set_state(HealthState.CONNECTING)
+            started = time.monotonic()
             try:
                 session = DemuxSession(self, self._open(), stop)
             except SourceError as exc:
                 self._retry_or_fail(backoff, stop, str(exc), permanent=True)
                 continue
             except Exception as exc:
-                self._retry_or_fail(backoff, stop, self._open_error(exc))
+                error = self._open_error(exc, time.monotonic() - started)
+                self._retry_or_fail(backoff, stop, error)
                 continue
             try:
                 yield session
@@ -261,11 +264,17 @@ class PacketReader:
             raise SourceError(f"{self.spec.display} has no video stream")
         return container
 
-    def _open_error(self, exc: BaseException) -> str:
+    def _open_error(self, exc: BaseException, elapsed: float) -> str:
+        """Why opening failed; FFmpeg reports an aborted handshake as a protocol error."""
         import av
 
-        if isinstance(exc, av.error.ExitError):
-            return f"cannot connect: no answer within {self.connect_timeout:g} s (connect timeout)"
+        if isinstance(exc, av.error.ExitError) or (
+            elapsed >= 0.95 * self.connect_timeout and self.live
+        ):
+            return (
+                f"cannot connect: no usable answer within {self.connect_timeout:g} s "
+                f"(connect timeout; FFmpeg: {_describe(exc)})"
+            )
         return self.health.redact(f"cannot open: {_describe(exc)}")
 
     def _retry_or_fail(

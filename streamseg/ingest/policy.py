@@ -81,11 +81,13 @@ class Backoff:
 class RateLimiter:
     """Keeps at most ``max_fps`` frames per second of stream time.
 
-    ``admit(t)`` decides by the frame's timestamp ``t`` (seconds: the PTS, or
-    the wall time when there is none). Frames are kept on a grid of period
-    ``1 / max_fps`` with a small tolerance for timestamp jitter, so a 30 fps
-    stream limited to 10 keeps every third frame. A timestamp that goes
-    backwards (a loop, a reconnect) restarts the grid.
+    ``admit(t, wall=...)`` decides by the frame's timestamp ``t`` (seconds,
+    the PTS). Frames are kept on a grid of period ``1 / max_fps`` with a
+    small tolerance for timestamp jitter, so a 30 fps stream limited to 10
+    keeps every third frame. A timestamp that goes backwards (a loop, a
+    reconnect) restarts the grid. Frames without a timestamp are judged by
+    their arrival time ``wall`` while the stream has given no timestamps
+    yet, and as simultaneous with the previous frame after that.
     """
 
     def __init__(self, max_fps: float | None) -> None:
@@ -94,10 +96,23 @@ class RateLimiter:
         self.period = 0.0 if max_fps is None else 1.0 / max_fps
         self._next: float | None = None
         self._last: float | None = None
+        self._timed = False  # has the stream given timestamps?
 
-    def admit(self, t: float) -> bool:
+    def admit(self, t: float | None, *, wall: float | None = None) -> bool:
         if self.period == 0.0:
             return True
+        if t is None:
+            t = self._last if self._timed else wall
+            if t is None:
+                return True
+        elif not self._timed:
+            self._timed = True
+            if self._last is not None:  # wall-clock frames came first: switch clocks
+                self._last, self._next = t, t + self.period
+                return False
+        return self._on_grid(t)
+
+    def _on_grid(self, t: float) -> bool:
         if self._last is not None and t < self._last:
             self._next = None
         self._last = t

@@ -152,7 +152,7 @@ class StreamSource(Source):
         stop: threading.Event,
     ) -> None:
         capture_time = time.time()
-        keep = limiter.admit(pts if pts is not None else capture_time)
+        keep = limiter.admit(pts, wall=capture_time)
         if keep and pacer is not None:
             pacer.wait(pts, stop)
             capture_time = time.time()
