@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from streamseg.ingest.packets import is_keyframe
 from streamseg.ingest.spec import SourceError
 
 __all__ = ["CPU_CODECS", "DaliDecoder", "dali_available", "require_dali"]
@@ -75,7 +76,7 @@ class DaliDecoder:
         self._template = stream
         self._time_base = Fraction(stream.time_base or Fraction(1, 90000))
         self._device = torch.device(device)
-        codec = stream.codec_context.name
+        self._codec = codec = stream.codec_context.name
         if self._device.type == "cpu" and codec not in CPU_CODECS:
             raise SourceError(
                 f"decode: dali on the CPU decodes only {', '.join(CPU_CODECS)}, and this "
@@ -109,10 +110,11 @@ class DaliDecoder:
 
     def decode(self, packet: Any) -> list[_DaliPicture]:
         out: list[_DaliPicture] = []
-        if packet.is_keyframe and self._gop:
+        key = is_keyframe(packet, self._codec)
+        if key and self._gop:
             out = self._decode_gop()
-        if packet.is_keyframe or self._gop:  # packets before the first key frame are unusable
-            self._gop.append(_copy_packet(packet))
+        if key or self._gop:  # packets before the first key frame are unusable
+            self._gop.append(_copy_packet(packet, key))
         return out
 
     def flush(self) -> list[_DaliPicture]:
@@ -152,18 +154,22 @@ class DaliDecoder:
         return out
 
 
-def _copy_packet(packet: Any) -> Any:
+def _copy_packet(packet: Any, key: bool) -> Any:
     """A standalone copy (the original may be shared, e.g. with the clip recorder)."""
     import av
 
     copy = av.Packet(bytes(packet))
     copy.pts, copy.dts, copy.time_base = packet.pts, packet.dts, packet.time_base
-    copy.is_keyframe = packet.is_keyframe
+    copy.is_keyframe = key
     return copy
 
 
 def remux_matroska(template: Any, packets: list[Any]) -> bytes:
-    """``packets`` of ``template``'s stream as an in-memory Matroska file (no re-encoding)."""
+    """``packets`` of ``template``'s stream as an in-memory Matroska file (no re-encoding).
+
+    ``template``'s container must still be open (PyAV reads its codec
+    parameters); the packets' ``stream`` is reassigned.
+    """
     import av
 
     buf = io.BytesIO()

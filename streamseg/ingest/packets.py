@@ -38,7 +38,7 @@ from streamseg.ingest.health import HealthState, HealthTracker
 from streamseg.ingest.policy import Backoff, ReconnectPolicy
 from streamseg.ingest.spec import SourceError, SourceSpec
 
-__all__ = ["DemuxSession", "PacketReader", "StreamInfo"]
+__all__ = ["DemuxSession", "PacketReader", "StreamInfo", "is_keyframe"]
 
 log = logging.getLogger("streamseg.ingest")
 
@@ -305,3 +305,25 @@ def _describe(exc: BaseException) -> str:
         text = exc.strerror or str(exc)
         return f"{text} [{type(exc).__name__}]"
     return f"{exc} [{type(exc).__name__}]"
+
+
+def is_keyframe(packet: Any, codec: str) -> bool:
+    """Whether ``packet`` starts a group of pictures.
+
+    The demuxer's flag, or for VP8/VP9 the frame header itself: FFmpeg's
+    RTP depacketizers for these codecs do not flag key frames.
+    """
+    if packet.is_keyframe:
+        return True
+    if codec not in ("vp8", "vp9") or not packet.size:
+        return False
+    first = bytes(packet)[0]
+    if codec == "vp8":
+        return first & 0x01 == 0  # frame tag: bit 0 is 0 for a key frame
+    if first >> 6 != 0b10:  # VP9 frame_marker
+        return False
+    profile = ((first >> 5) & 1) | (((first >> 4) & 1) << 1)
+    bit = 3 if profile < 3 else 2  # profile 3 has a reserved bit first
+    show_existing = (first >> bit) & 1
+    frame_type = (first >> (bit - 1)) & 1
+    return show_existing == 0 and frame_type == 0

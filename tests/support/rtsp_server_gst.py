@@ -56,7 +56,8 @@ def launch_line(args: argparse.Namespace) -> str:
     caps = f"video/x-raw,width={args.width},height={args.height},framerate={args.fps}/1"
     return (
         f"( videotestsrc is-live=true pattern=ball ! {caps} ! videoconvert "
-        f"! valve name=valve drop=false ! {ENCODERS[args.codec].format(gop=args.gop)} )"
+        f"! video/x-raw,format=I420 ! valve name=valve drop=false "
+        f"! {ENCODERS[args.codec].format(gop=args.gop)} )"
     )
 
 
