@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from streamseg.ingest.decoders import DecodeError
 from streamseg.ingest.packets import is_keyframe
 from streamseg.ingest.spec import SourceError
 
@@ -109,28 +110,33 @@ class DaliDecoder:
         return pipe
 
     def decode(self, packet: Any) -> list[_DaliPicture]:
-        out: list[_DaliPicture] = []
         key = is_keyframe(packet, self._codec)
-        if key and self._gop:
-            out = self._decode_gop()
-        if key or self._gop:  # packets before the first key frame are unusable
+        if not key and not self._gop:  # packets before the first key frame are unusable
+            return []
+        if not key:
             self._gop.append(_copy_packet(packet, key))
-        return out
+            return []
+        done, self._gop = self._gop, [_copy_packet(packet, key)]
+        return self._decode_gop(done) if done else []
 
     def flush(self) -> list[_DaliPicture]:
-        return self._decode_gop() if self._gop else []
+        done, self._gop = self._gop, []
+        return self._decode_gop(done) if done else []
 
     def close(self) -> None:
         self._gop.clear()
         self._pipe = None
 
-    def _decode_gop(self) -> list[_DaliPicture]:
+    def _decode_gop(self, gop: list[Any]) -> list[_DaliPicture]:
         import numpy as np
 
-        gop, self._gop = self._gop, []
         chunk = np.frombuffer(remux_matroska(self._template, gop), dtype=np.uint8)
-        self._pipe.feed_input("encoded", [chunk])
-        (decoded,) = self._pipe.run()
+        try:
+            self._pipe.feed_input("encoded", [chunk])
+            (decoded,) = self._pipe.run()
+        except Exception as exc:  # DALI's pipeline is unusable after an error
+            self._pipe = self._build_pipeline()
+            raise DecodeError(f"dali could not decode a GOP of {len(gop)} packets: {exc}") from exc
         frames = self._to_torch(decoded)
         times = sorted(float(p.pts * self._time_base) for p in gop if p.pts is not None)
         if len(times) != frames.shape[0]:

@@ -16,9 +16,13 @@ from torch import Tensor
 
 from streamseg.ingest.spec import SourceError
 
-__all__ = ["DECODERS", "Decoder", "Picture", "PyAVDecoder", "make_decoder"]
+__all__ = ["DECODERS", "DecodeError", "Decoder", "Picture", "PyAVDecoder", "make_decoder"]
 
 DECODERS = ("pyav", "dali")
+
+
+class DecodeError(Exception):
+    """Data the decoder could not decode; the source counts it and goes on."""
 
 
 class Picture(Protocol):
@@ -35,7 +39,10 @@ class Decoder(Protocol):
     """Turns packets of one stream into pictures, in presentation order."""
 
     def decode(self, packet: Any) -> Sequence[Picture]:
-        """Pictures completed by ``packet`` (may be none). Raises on corrupt data."""
+        """Pictures completed by ``packet`` (may be none).
+
+        Raises ``DecodeError`` (or PyAV's ``FFmpegError``) on corrupt data.
+        """
         ...
 
     def flush(self) -> Sequence[Picture]:

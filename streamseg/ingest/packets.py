@@ -113,6 +113,14 @@ class DemuxSession:
                     continue
                 if self.packets_read == 0:
                     tracker.set_state(HealthState.STREAMING)
+                    log.info(
+                        "ingest[%s]: streaming %s %dx%d from %s",
+                        self._reader.camera_id,
+                        self.info.codec,
+                        self.info.width,
+                        self.info.height,
+                        self._reader.spec.display,
+                    )
                 self.packets_read += 1
                 self._note_camera_clock(packet)
                 yield packet

@@ -80,7 +80,8 @@ class Source(abc.ABC):
         )
 
     def _finish_run(self, stop: threading.Event) -> None:
-        if stop.is_set() and self._tracker.state not in (HealthState.FAILED,):
+        final = (HealthState.FAILED, HealthState.FINISHED)
+        if stop.is_set() and self._tracker.state not in final:
             self._tracker.set_state(HealthState.STOPPED)
 
     def __repr__(self) -> str:

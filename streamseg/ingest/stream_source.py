@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from streamseg.ingest.decoders import Decoder, Picture, make_decoder
+from streamseg.ingest.decoders import DecodeError, Decoder, Picture, make_decoder
 from streamseg.ingest.health import HealthState, HealthTracker
 from streamseg.ingest.packets import DemuxSession, PacketReader
 from streamseg.ingest.policy import RateLimiter, ReconnectPolicy
@@ -129,10 +129,11 @@ class StreamSource(Source):
 
         try:
             return decoder.decode(packet)
-        except av.error.FFmpegError as exc:
+        except (av.error.FFmpegError, DecodeError) as exc:
             # a corrupt packet (lost data, a stream joined mid-GOP): skip it
+            text = exc.strerror if isinstance(exc, av.error.FFmpegError) else None
             self._tracker.count(decode_errors=1)
-            self._tracker.error(f"decode error: {exc.strerror or exc}")
+            self._tracker.error(f"decode error: {text or exc}")
             return ()
 
     def _call_hook(self, hook: PacketHook, packet: Any, session: DemuxSession) -> None:

@@ -161,3 +161,23 @@ def test_is_keyframe_reads_vp8_vp9_headers(codec: str, first_byte: int, key: boo
     assert is_keyframe(packet, codec) is key
     packet.is_keyframe = True
     assert is_keyframe(packet, codec) is True
+
+
+def test_a_corrupt_gop_is_skipped_and_decoding_goes_on(vp9_clip: Path) -> None:
+    from streamseg.ingest.decoders import DecodeError
+
+    reader = PacketReader(camera_id="t", spec=parse_source_url(str(vp9_clip)), live=False)
+    decoded, errors = 0, 0
+    for session in reader.sessions(threading.Event()):
+        decoder = DaliDecoder(stream=session.stream, device="cpu")
+        for i, packet in enumerate(session.packets()):
+            if i == 0:  # truncate the first key frame: its GOP cannot decode
+                broken = av.Packet(bytes(packet)[:12])
+                broken.pts, broken.dts, broken.time_base = packet.pts, packet.dts, packet.time_base
+                packet = broken
+            try:
+                decoded += len(decoder.decode(packet))
+            except DecodeError:
+                errors += 1
+        decoded += len(decoder.flush())
+    assert (errors, decoded) == (1, 20)  # GOPs of 10: the first lost, the other two decoded
