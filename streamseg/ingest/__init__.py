@@ -1,1 +1,56 @@
-"""Ingest: camera sources (RTSP, files, V4L2, synthetic scenes) and decoders (PyAV, DALI)."""
+"""Ingest: camera sources (RTSP, files, V4L2, synthetic scenes) and decoders (PyAV, DALI).
+
+Entry point: ``open_source(camera_id=..., url=...) -> Source``; see
+``docs/cameras.md``. Names are imported on first use, so importing this
+package (e.g. for ``streamseg.ingest.url.redact_url``) loads nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "CameraHealth",
+    "DemuxSession",
+    "HealthState",
+    "PacketReader",
+    "ReconnectPolicy",
+    "Source",
+    "SourceError",
+    "StreamInfo",
+    "open_source",
+    "parse_source_url",
+    "redact_url",
+]
+
+_WHERE = {
+    "CameraHealth": "health",
+    "HealthState": "health",
+    "DemuxSession": "packets",
+    "PacketReader": "packets",
+    "StreamInfo": "packets",
+    "ReconnectPolicy": "policy",
+    "Source": "source",
+    "open_source": "source",
+    "SourceError": "spec",
+    "parse_source_url": "spec",
+    "redact_url": "url",
+}
+
+if TYPE_CHECKING:
+    from streamseg.ingest.health import CameraHealth, HealthState
+    from streamseg.ingest.packets import DemuxSession, PacketReader, StreamInfo
+    from streamseg.ingest.policy import ReconnectPolicy
+    from streamseg.ingest.source import Source, open_source
+    from streamseg.ingest.spec import SourceError, parse_source_url
+    from streamseg.ingest.url import redact_url
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamseg.ingest' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"streamseg.ingest.{module}"), name)
+    globals()[name] = value
+    return value

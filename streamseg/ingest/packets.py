@@ -1,0 +1,307 @@
+"""Demuxing with reconnects: the packet-level API under every PyAV-read source.
+
+``PacketReader(...).sessions(stop)`` yields one ``DemuxSession`` per
+successful connection and handles everything between them: connect and
+read timeouts, exponential backoff with jitter, health states, looping
+files. A session's ``packets()`` yields the video stream's ``av.Packet``s
+(demuxed, not decoded) until the stream ends, is lost or stalls, or
+``stop`` is set. Decoders (``pyav``, ``dali``) and the recorder consume it::
+
+    reader = PacketReader(camera_id="cam1", spec=parse_source_url(url), live=True)
+    for session in reader.sessions(stop):
+        out.add_stream_from_template(session.stream)   # e.g. remux
+        for packet in session.packets():
+            ...
+
+Stall detection: PyAV aborts a blocking read through FFmpeg's interrupt
+callback after ``read_timeout / 2``. FFmpeg's H.264 parser holds the last
+frame it received until the next one starts, and the first abort flushes
+it, so a stream that stops sending is declared ``stalled`` within
+``read_timeout`` of its last packet (within ``read_timeout / 2`` for
+codecs whose packets are not held). ``stop`` is seen between packets, so a
+blocked read ends at the latest after ``read_timeout / 2`` (a connection
+attempt after ``connect_timeout``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from fractions import Fraction
+from typing import Any
+
+from streamseg.ingest.health import HealthState, HealthTracker
+from streamseg.ingest.policy import Backoff, ReconnectPolicy
+from streamseg.ingest.spec import SourceError, SourceSpec
+
+__all__ = ["DemuxSession", "PacketReader", "StreamInfo"]
+
+log = logging.getLogger("streamseg.ingest")
+
+# How long FFmpeg may probe a live stream before the first packet (microseconds):
+# enough for codec parameters, short so that a (re)connection starts quickly.
+LIVE_ANALYZE_US = 500_000
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamInfo:
+    """The video stream of one connection.
+
+    Attributes:
+        codec: FFmpeg codec name (``h264``, ``hevc``, ``vp9``, ...).
+        width, height: coded frame size, pixels.
+        time_base: packet timestamp unit, seconds.
+        fps: nominal frame rate, or ``None`` when the stream does not say.
+        extradata: codec configuration (SPS/PPS for H.264), or ``None``.
+        container: FFmpeg's demuxer name (``rtsp``, ``mov,mp4,...``).
+    """
+
+    codec: str
+    width: int
+    height: int
+    time_base: Fraction
+    fps: float | None
+    extradata: bytes | None
+    container: str
+
+
+class DemuxSession:
+    """One open connection (or one pass over a file).
+
+    ``stream`` is the PyAV video stream (a template for remuxing; a new
+    object per session). ``end`` tells how ``packets()`` ended: ``eof``,
+    ``lost`` (error), ``stalled`` (read deadline), or ``stopped``; and
+    ``error`` the redacted reason.
+    """
+
+    def __init__(self, reader: PacketReader, container: Any, stop: threading.Event) -> None:
+        self._reader = reader
+        self.container = container
+        self.stream = container.streams.video[0]
+        self._stop = stop
+        cc = self.stream.codec_context
+        rate = self.stream.average_rate or self.stream.guessed_rate
+        self.info = StreamInfo(
+            codec=cc.name,
+            width=int(cc.width),
+            height=int(cc.height),
+            time_base=Fraction(self.stream.time_base or Fraction(1, 90000)),
+            fps=float(rate) if rate else None,
+            extradata=bytes(cc.extradata) if cc.extradata else None,
+            container=str(container.format.name),
+        )
+        self.end: str | None = None
+        self.error: str | None = None
+        self.packets_read = 0
+        self._clock_offset: float | None = None  # camera wall time - pts, seconds
+
+    def packets(self) -> Iterator[Any]:
+        """The video stream's packets (``av.Packet``, with a size), in decode order."""
+        import av
+
+        tracker = self._reader.health
+        try:
+            for packet in self.container.demux(self.stream):
+                if self._stop.is_set():
+                    self.end = "stopped"
+                    return
+                if packet.size == 0:  # demuxer flush marker
+                    continue
+                if self.packets_read == 0:
+                    tracker.set_state(HealthState.STREAMING)
+                self.packets_read += 1
+                self._note_camera_clock(packet)
+                yield packet
+            self.end = "stopped" if self._stop.is_set() else "eof"
+        except av.error.ExitError:
+            self.end = "stopped" if self._stop.is_set() else "stalled"
+            self.error = f"no data for {self._reader.read_timeout:g} s (read timeout)"
+        except (av.error.FFmpegError, OSError) as exc:
+            self.end = "stopped" if self._stop.is_set() else "lost"
+            self.error = tracker.redact(f"stream lost: {_describe(exc)}")
+
+    def camera_time(self, pts: float | None) -> float | None:
+        """The camera's wall clock (unix seconds) at stream time ``pts`` (seconds).
+
+        Known once the RTSP server has sent an RTCP sender report: FFmpeg
+        attaches a producer reference time (``prft`` side data) to each packet
+        after it; ``None`` before that and for sources without one.
+        """
+        if pts is None or self._clock_offset is None:
+            return None
+        return pts + self._clock_offset
+
+    def _note_camera_clock(self, packet: Any) -> None:
+        if packet.pts is None or not packet.has_sidedata("prft"):
+            return
+        raw = bytes(packet.get_sidedata("prft"))
+        if len(raw) >= 8:
+            wallclock_us = struct.unpack_from("<q", raw)[0]
+            pts = float(packet.pts * self.info.time_base)
+            self._clock_offset = wallclock_us / 1e6 - pts
+
+    def close(self) -> None:
+        try:
+            self.container.close()
+        except Exception as exc:  # closing a broken connection may fail; nothing to do
+            log.debug("closing %s: %s", self._reader.spec.display, exc)
+
+
+class PacketReader:
+    """Opens ``spec`` again and again: a live source until ``stop``, a file once (or looped).
+
+    Keyword arguments:
+        camera_id: for messages.
+        spec: the parsed URL (``streamseg.ingest.spec.parse_source_url``).
+        live: reconnect on loss (network and V4L2 sources) instead of failing.
+        reconnect: backoff policy between attempts.
+        connect_timeout: seconds for the connection and stream probing.
+        read_timeout: seconds without a packet before the stream counts as stalled.
+        loop: files: start again at the end.
+        options: extra FFmpeg options (strings), on top of the URL's.
+        health: tracker to report states to (one is made when ``None``).
+    """
+
+    def __init__(
+        self,
+        *,
+        camera_id: str,
+        spec: SourceSpec,
+        live: bool,
+        reconnect: ReconnectPolicy | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        loop: bool = False,
+        options: dict[str, str] | None = None,
+        health: HealthTracker | None = None,
+    ) -> None:
+        if connect_timeout <= 0 or read_timeout <= 0:
+            raise ValueError("connect_timeout and read_timeout must be > 0 seconds")
+        self.camera_id = camera_id
+        self.spec = spec
+        self.live = live
+        self.policy = reconnect or ReconnectPolicy()
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.loop = loop
+        self.options = dict(options or {})
+        self.health = health or HealthTracker(camera_id)
+
+    def sessions(self, stop: threading.Event) -> Iterator[DemuxSession]:
+        """Connections, one after the other; returns when done (see ``health``).
+
+        Raises:
+            SourceError: a file that cannot be read, or a live source that
+                used up ``reconnect.max_attempts``. ``health`` is ``failed``.
+        """
+        backoff = Backoff(self.policy)
+        attempts = 0
+        while not stop.is_set():
+            if attempts > 0:
+                self.health.count(reconnects=1)
+            attempts += 1
+            self.health.set_state(HealthState.CONNECTING)
+            started = time.monotonic()
+            try:
+                session = DemuxSession(self, self._open(), stop)
+            except SourceError as exc:
+                self._retry_or_fail(backoff, stop, str(exc), permanent=True)
+                continue
+            except Exception as exc:
+                error = self._open_error(exc, time.monotonic() - started)
+                self._retry_or_fail(backoff, stop, error)
+                continue
+            try:
+                yield session
+            finally:
+                session.close()
+            if session.packets_read:
+                backoff.reset()
+            if session.end == "stopped" or stop.is_set():
+                return
+            if not self.live:
+                if session.end != "eof":
+                    self._fail(session.error or "read error")
+                if not self.loop:
+                    self.health.set_state(HealthState.FINISHED)
+                    return
+                attempts = 0  # looping a file is not a reconnect
+                continue
+            if session.end == "stalled":
+                self.health.set_state(HealthState.STALLED, session.error)
+            self._retry_or_fail(backoff, stop, session.error or "stream ended (end of file)")
+
+    def _open(self) -> Any:
+        import av
+
+        options = dict(self.spec.options)
+        read_timeout: float | None = None
+        if self.spec.is_network or self.spec.kind == "v4l2":
+            read_timeout = self.read_timeout / 2
+            options.setdefault("analyzeduration", str(LIVE_ANALYZE_US))
+        if self.spec.kind == "rtsp":
+            # TCP: no lost packets behind NAT/firewalls; `timeout` is FFmpeg's
+            # socket I/O timeout in microseconds (FFmpeg >= 5 has no `stimeout`).
+            options.setdefault("rtsp_transport", "tcp")
+            options.setdefault("timeout", str(int(self.read_timeout * 1e6)))
+            options.setdefault("allowed_media_types", "video")
+        elif self.spec.kind == "network":
+            options.setdefault("rw_timeout", str(int(self.read_timeout * 1e6)))
+        options.update(self.options)
+        container = av.open(
+            self.spec.target,
+            mode="r",
+            format=self.spec.input_format,
+            options=options,
+            timeout=(self.connect_timeout, read_timeout),
+        )
+        if not container.streams.video:
+            container.close()
+            raise SourceError(f"{self.spec.display} has no video stream")
+        return container
+
+    def _open_error(self, exc: BaseException, elapsed: float) -> str:
+        """Why opening failed; FFmpeg reports an aborted handshake as a protocol error."""
+        import av
+
+        if isinstance(exc, av.error.ExitError) or (
+            elapsed >= 0.95 * self.connect_timeout and self.live
+        ):
+            return (
+                f"cannot connect: no usable answer within {self.connect_timeout:g} s "
+                f"(connect timeout; FFmpeg: {_describe(exc)})"
+            )
+        return self.health.redact(f"cannot open: {_describe(exc)}")
+
+    def _retry_or_fail(
+        self, backoff: Backoff, stop: threading.Event, error: str, *, permanent: bool = False
+    ) -> None:
+        """Wait before the next attempt (live), or fail (files, exhausted retries)."""
+        if not self.live or (permanent and self.spec.kind == "file"):
+            self._fail(error)
+        if backoff.exhausted:
+            self._fail(f"gave up after {backoff.failures} attempts; last error: {error}")
+        delay = backoff.next_delay()
+        self.health.set_state(HealthState.BACKING_OFF, error)
+        log.warning(
+            "ingest[%s]: %s; retrying in %.1f s", self.camera_id, self.health.redact(error), delay
+        )
+        stop.wait(delay)
+
+    def _fail(self, error: str) -> None:
+        self.health.set_state(HealthState.FAILED, error)
+        raise SourceError(f"camera {self.camera_id!r} ({self.spec.display}): {error}")
+
+
+def _describe(exc: BaseException) -> str:
+    """A short message for a PyAV/OS error (its URL is redacted by the caller)."""
+    import av
+
+    if isinstance(exc, av.error.FFmpegError):
+        text = exc.strerror or str(exc)
+        return f"{text} [{type(exc).__name__}]"
+    return f"{exc} [{type(exc).__name__}]"

@@ -1,0 +1,190 @@
+"""Camera URLs: which kind of source a URL names, and its options.
+
+URL forms (see ``docs/cameras.md``):
+
+* ``rtsp://[user:password@]host[:port]/path`` (also ``rtsps://``): an RTSP
+  camera, over TCP. Other network streams FFmpeg reads (``http(s)://``,
+  ``rtmp://``, ``srt://``) are handled the same way.
+* ``/path/to/clip.mp4``, ``clip.mp4`` or ``file:///path/to/clip.mp4``: a
+  video file in any container FFmpeg reads. Query keys: ``pace=1`` (play at
+  real time), ``loop=1`` (start again at the end).
+* ``/dev/video0`` or ``v4l2:///dev/video0``: a V4L2 device. Query keys:
+  ``size=640x480``, ``fps=30``, ``format=mjpeg`` (the device's pixel format).
+* ``synthetic://?seed=1&width=640&...``: a generated scene (the scene's own
+  keys, see ``SyntheticScene.from_url``; ``frames=N`` ends it after N
+  frames), plus ``pace=0`` to generate as fast as possible (benchmarks).
+
+Parsing does no I/O; ``check_exists`` looks for files and devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import urllib.parse
+from pathlib import Path
+
+from streamseg.ingest.url import redact_url
+
+__all__ = ["NETWORK_SCHEMES", "SourceError", "SourceSpec", "parse_source_url"]
+
+NETWORK_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "srt")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class SourceError(Exception):
+    """A camera that cannot be opened as configured: the message says why and how to fix it.
+
+    It never holds a password (URLs in it are redacted).
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceSpec:
+    """A parsed camera URL.
+
+    Attributes:
+        kind: ``rtsp``, ``network`` (other FFmpeg network protocols), ``file``,
+            ``v4l2`` or ``synthetic``.
+        target: what FFmpeg opens (a URL or a path); for ``synthetic`` the
+            URL handed to ``SyntheticScene.from_url`` (our keys removed).
+        display: the URL with secrets redacted, for logs and errors.
+        input_format: FFmpeg input format name (``v4l2``), or ``None`` to probe.
+        options: FFmpeg options from the URL's query (V4L2 size/fps/format).
+        pace: play at real time (files; synthetic defaults to ``True``).
+        loop: start again at the end (files).
+    """
+
+    kind: str
+    target: str
+    display: str
+    input_format: str | None = None
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    pace: bool = False
+    loop: bool = False
+
+    @property
+    def is_network(self) -> bool:
+        return self.kind in ("rtsp", "network")
+
+    def check_exists(self, camera_id: str) -> None:
+        """Raise ``SourceError`` when a file or device is missing."""
+        if self.kind == "file" and not Path(self.target).is_file():
+            what = "is a directory" if Path(self.target).is_dir() else "does not exist"
+            raise SourceError(
+                f"camera {camera_id!r}: video file {self.target} {what}; "
+                "fix `url` (a path, file:///path, rtsp://..., /dev/videoN or synthetic://)"
+            )
+        if self.kind == "v4l2" and not os.path.exists(self.target):
+            raise SourceError(
+                f"camera {camera_id!r}: V4L2 device {self.target} does not exist; "
+                "is the camera plugged in? (`ls /dev/video*` lists the devices)"
+            )
+
+
+def parse_source_url(url: str, *, camera_id: str = "?") -> SourceSpec:
+    """Parse a camera URL into a ``SourceSpec``; ``SourceError`` names any problem."""
+    if not isinstance(url, str) or not url.strip():
+        raise SourceError(f"camera {camera_id!r}: `url` is empty")
+    url = url.strip()
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
+    scheme = m.group(1).lower() if m and len(m.group(1)) > 1 else ""
+    if scheme in NETWORK_SCHEMES:
+        return _network(url, scheme, camera_id)
+    if scheme == "file":
+        parts = urllib.parse.urlsplit(url)
+        path = urllib.parse.unquote(parts.path)
+        return _file(path, parts.query, camera_id)
+    if scheme == "v4l2":
+        parts = urllib.parse.urlsplit(url)
+        return _v4l2(urllib.parse.unquote(parts.path), parts.query, camera_id)
+    if scheme == "synthetic":
+        return _synthetic(url, camera_id)
+    if scheme:
+        raise SourceError(
+            f"camera {camera_id!r}: unsupported URL scheme {scheme!r} in {redact_url(url)}; "
+            f"use one of {', '.join(NETWORK_SCHEMES)}, file, v4l2, synthetic, "
+            "or a plain file path"
+        )
+    path, query = url, ""
+    if "?" in url and not os.path.exists(url):
+        path, _, query = url.partition("?")
+    if re.fullmatch(r"/dev/video\d+", path):
+        return _v4l2(path, query, camera_id)
+    return _file(path, query, camera_id)
+
+
+def _network(url: str, scheme: str, camera_id: str) -> SourceSpec:
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        raise SourceError(
+            f"camera {camera_id!r}: {redact_url(url)} has no host; "
+            f"expected {scheme}://[user:password@]host[:port]/path"
+        )
+    kind = "rtsp" if scheme in ("rtsp", "rtsps") else "network"
+    return SourceSpec(kind=kind, target=url, display=redact_url(url))
+
+
+def _query(query: str, allowed: tuple[str, ...], camera_id: str, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, values in urllib.parse.parse_qs(query, keep_blank_values=True).items():
+        if key not in allowed:
+            raise SourceError(
+                f"camera {camera_id!r}: unknown option {key!r} in the {what} URL; "
+                f"allowed: {', '.join(allowed)}"
+            )
+        out[key] = values[-1]
+    return out
+
+
+def _flag(opts: dict[str, str], key: str, default: bool, camera_id: str) -> bool:
+    if key not in opts:
+        return default
+    v = opts[key].strip().lower()
+    if v in _TRUE or v == "":
+        return True
+    if v in _FALSE:
+        return False
+    raise SourceError(f"camera {camera_id!r}: URL option {key}={opts[key]!r} must be 1 or 0")
+
+
+def _file(path: str, query: str, camera_id: str) -> SourceSpec:
+    opts = _query(query, ("pace", "loop"), camera_id, "file")
+    return SourceSpec(
+        kind="file",
+        target=path,
+        display=path,
+        pace=_flag(opts, "pace", False, camera_id),
+        loop=_flag(opts, "loop", False, camera_id),
+    )
+
+
+def _v4l2(path: str, query: str, camera_id: str) -> SourceSpec:
+    if not path:
+        raise SourceError(f"camera {camera_id!r}: v4l2 URL needs a device, e.g. v4l2:///dev/video0")
+    opts = _query(query, ("size", "fps", "format"), camera_id, "v4l2")
+    ff: dict[str, str] = {}
+    if "size" in opts:
+        if not re.fullmatch(r"\d+x\d+", opts["size"]):
+            raise SourceError(f"camera {camera_id!r}: v4l2 size must look like 640x480")
+        ff["video_size"] = opts["size"]
+    if "fps" in opts:
+        ff["framerate"] = opts["fps"]
+    if "format" in opts:
+        ff["input_format"] = opts["format"]
+    return SourceSpec(kind="v4l2", target=path, display=path, input_format="v4l2", options=ff)
+
+
+def _synthetic(url: str, camera_id: str) -> SourceSpec:
+    parts = urllib.parse.urlsplit(url)
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in pairs if k == "pace"}
+    rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k not in ours])
+    return SourceSpec(
+        kind="synthetic",
+        target="synthetic://" + (f"?{rest}" if rest else ""),
+        display=redact_url(url),
+        pace=_flag(ours, "pace", True, camera_id),
+    )
