@@ -1,11 +1,337 @@
-"""The ``alerts:`` section of pipeline.yaml (filled in by the alerts work)."""
+"""The ``alerts:`` section of pipeline.yaml: zones, lines and the rules that watch them.
+
+Rules are per camera. Each camera names its zones (polygons) and lines
+(directed segments) once, then lists rules that refer to them by name::
+
+    alerts:
+      enabled: true
+      cameras:
+        gate:                          # a camera id from `cameras:`
+          coordinates: normalized      # or pixels (the default)
+          zones:
+            dock: {polygon: [[0.1, 0.5], [0.6, 0.5], [0.6, 1.0], [0.1, 1.0]]}
+          lines:
+            door: {points: [[0.5, 0.0], [0.5, 1.0]], in_side: right}
+          rules:
+            - {name: dock-presence, type: zone, zone: dock, classes: [person]}
+            - {name: door-count, type: line, line: door}
+            - {name: loitering, type: dwell, zone: dock, seconds: 30}
+            - {name: crowd, type: crowding, zone: dock, max_occupancy: 5}
+
+docs/alerts.md explains every field and the events each rule emits.
+Geometry is in frame pixels (x right, y down) or normalised to the frame
+(``[0, 1]`` on both axes); times are seconds of capture time.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
 from streamseg.config.base import StrictModel
+
+__all__ = [
+    "ANCHORS",
+    "AlertsConfig",
+    "CameraAlerts",
+    "CrowdingRule",
+    "DwellRule",
+    "LineConfig",
+    "LineRule",
+    "RuleConfig",
+    "ZoneConfig",
+    "ZoneRule",
+    "unknown_cameras",
+]
+
+Coordinates = Literal["pixels", "normalized"]
+Anchor = Literal[
+    "center",
+    "bottom_center",
+    "top_center",
+    "left_center",
+    "right_center",
+    "top_left",
+    "top_right",
+    "bottom_left",
+    "bottom_right",
+]
+# Where each anchor sits in its box, as fractions (fx, fy) of width and height.
+ANCHORS: dict[str, tuple[float, float]] = {
+    "center": (0.5, 0.5),
+    "bottom_center": (0.5, 1.0),
+    "top_center": (0.5, 0.0),
+    "left_center": (0.0, 0.5),
+    "right_center": (1.0, 0.5),
+    "top_left": (0.0, 0.0),
+    "top_right": (1.0, 0.0),
+    "bottom_left": (0.0, 1.0),
+    "bottom_right": (1.0, 1.0),
+}
+Point = tuple[float, float]
+ZoneKind = Literal["enter", "exit"]
+LineKind = Literal["line_in", "line_out"]
+CrowdKind = Literal["crowding", "crowding_end"]
+_ZONE_KINDS: tuple[ZoneKind, ...] = ("enter", "exit")
+_LINE_KINDS: tuple[LineKind, ...] = ("line_in", "line_out")
+_CROWD_KINDS: tuple[CrowdKind, ...] = ("crowding", "crowding_end")
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s].*$")]
+
+
+class ZoneConfig(StrictModel):
+    """A polygon zone: at least 3 vertices ``[x, y]``, simple (edges do not cross)."""
+
+    polygon: list[Point] = Field(min_length=3)
+    coordinates: Coordinates | None = Field(
+        default=None, description="pixels or normalized; default: the camera's `coordinates`"
+    )
+
+    @field_validator("polygon")
+    @classmethod
+    def _check_polygon(cls, value: list[Point]) -> list[Point]:
+        _check_finite(value)
+        if _polygon_area(value) <= 1e-12:
+            raise ValueError("the polygon has no area (are its points on one line?)")
+        crossing = _self_crossing(value)
+        if crossing is not None:
+            i, j = crossing
+            raise ValueError(
+                f"the polygon crosses itself (edges {i}-{i + 1} and {j}-{(j + 1) % len(value)}); "
+                "list the vertices in order around the zone"
+            )
+        return value
+
+
+class LineConfig(StrictModel):
+    """A counting line: a segment from ``points[0]`` to ``points[1]``.
+
+    ``in_side`` names the side of the directed segment (as seen on screen,
+    looking from ``points[0]`` to ``points[1]``) that a crossing *into*
+    counts as ``line_in``; crossing the other way is ``line_out``.
+    """
+
+    points: tuple[Point, Point]
+    in_side: Literal["left", "right"] = "right"
+    coordinates: Coordinates | None = None
+
+    @field_validator("points")
+    @classmethod
+    def _check_points(cls, value: tuple[Point, Point]) -> tuple[Point, Point]:
+        _check_finite(list(value))
+        (x1, y1), (x2, y2) = value
+        if math.hypot(x2 - x1, y2 - y1) <= 1e-9:
+            raise ValueError("the line's two points are the same point")
+        return value
+
+
+class _RuleBase(StrictModel):
+    name: Name
+    classes: list[str] = Field(
+        default_factory=list, description="class names that trigger the rule; empty: all"
+    )
+    min_score: float = Field(default=0.0, ge=0, le=1, description="least smoothed track score")
+    cooldown: float = Field(
+        default=0.0, ge=0, description="seconds before the same track re-triggers the same event"
+    )
+    include_mask: bool = Field(default=True, description="attach the COCO RLE mask to events")
+
+
+class _Membership(StrictModel):
+    anchor: Anchor = Field(default="bottom_center", description="the box point tested")
+    band: float = Field(
+        default=0.0, ge=0, description="hysteresis, pixels: how far past the edge to change state"
+    )
+    mask_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="inside when at least this fraction of the mask is in the zone (not anchor)",
+    )
+    mask_band: float = Field(
+        default=0.1, ge=0, lt=1, description="hysteresis on the mask fraction when leaving"
+    )
+
+
+class ZoneRule(_RuleBase, _Membership):
+    """``enter`` / ``exit`` events when a track goes into or out of ``zone``."""
+
+    type: Literal["zone"]
+    zone: Name
+    events: list[ZoneKind] = Field(default_factory=lambda: list(_ZONE_KINDS))
+    initial: Literal["flag", "skip"] = Field(
+        default="flag",
+        description="a track first seen inside: `flag` = enter event with extra.initial, "
+        "`skip` = no enter event",
+    )
+    exit_on_lost: bool = Field(
+        default=True, description="exit event (extra.reason = lost) when a track inside is dropped"
+    )
+
+
+class LineRule(_RuleBase):
+    """``line_in`` / ``line_out`` events and running counts when a track crosses ``line``."""
+
+    type: Literal["line"]
+    line: Name
+    events: list[LineKind] = Field(default_factory=lambda: list(_LINE_KINDS))
+    anchor: Anchor = "bottom_center"
+    band: float = Field(
+        default=2.0,
+        ge=0,
+        description="hysteresis, pixels: a crossing counts once the anchor is this far past",
+    )
+
+
+class DwellRule(_RuleBase, _Membership):
+    """A ``dwell`` event when a track has been inside ``zone`` for ``seconds``."""
+
+    type: Literal["dwell"]
+    zone: Name
+    seconds: float = Field(gt=0, description="time inside (capture time) before the event")
+    repeat: float | None = Field(
+        default=None, gt=0, description="seconds between further dwell events on the same visit"
+    )
+
+
+class CrowdingRule(_RuleBase, _Membership):
+    """``crowding`` when over ``max_occupancy`` tracks are in ``zone``, then ``crowding_end``."""
+
+    type: Literal["crowding"]
+    zone: Name
+    max_occupancy: int = Field(ge=0, description="crowded when the occupancy is above this")
+    clear_occupancy: int | None = Field(
+        default=None, ge=0, description="crowding ends at or below this (default max_occupancy - 1)"
+    )
+    min_duration: float = Field(
+        default=0.0, ge=0, description="seconds the zone must stay crowded before the event"
+    )
+    events: list[CrowdKind] = Field(default_factory=lambda: list(_CROWD_KINDS))
+
+    @model_validator(mode="after")
+    def _clear_below(self) -> CrowdingRule:
+        if self.clear_occupancy is not None and self.clear_occupancy > self.max_occupancy:
+            raise ValueError(
+                f"clear_occupancy ({self.clear_occupancy}) must be <= max_occupancy "
+                f"({self.max_occupancy})"
+            )
+        return self
+
+    @property
+    def clear_at(self) -> int:
+        """Occupancy at or below which crowding ends."""
+        if self.clear_occupancy is not None:
+            return self.clear_occupancy
+        return max(self.max_occupancy - 1, 0)
+
+
+RuleConfig = Annotated[ZoneRule | LineRule | DwellRule | CrowdingRule, Field(discriminator="type")]
+
+
+class CameraAlerts(StrictModel):
+    """One camera's zones, lines and rules."""
+
+    coordinates: Coordinates = Field(
+        default="pixels", description="default for zones and lines: pixels or normalized [0, 1]"
+    )
+    zones: dict[Name, ZoneConfig] = Field(default_factory=dict)
+    lines: dict[Name, LineConfig] = Field(default_factory=dict)
+    rules: list[RuleConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> CameraAlerts:
+        problems: list[str] = []
+        for name, zone in self.zones.items():
+            if (zone.coordinates or self.coordinates) == "normalized":
+                problems += _outside_unit(f"zone {name!r}", zone.polygon)
+        for name, line in self.lines.items():
+            if (line.coordinates or self.coordinates) == "normalized":
+                problems += _outside_unit(f"line {name!r}", list(line.points))
+        seen: set[str] = set()
+        for i, rule in enumerate(self.rules):
+            where = f"rules[{i}] ({rule.name!r})"
+            if rule.name in seen:
+                problems.append(f"{where}: duplicate rule name; rule names must be unique")
+            seen.add(rule.name)
+            if isinstance(rule, LineRule):
+                if rule.line not in self.lines:
+                    problems.append(f"{where}: unknown line {rule.line!r}{_known(self.lines)}")
+            elif rule.zone not in self.zones:
+                problems.append(f"{where}: unknown zone {rule.zone!r}{_known(self.zones)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class AlertsConfig(StrictModel):
-    """Alert rules: zones, lines, dwell and crowding, per camera."""
+    """Alert rules: zones, lines, dwell and crowding, per camera id."""
 
     enabled: bool = True
+    cameras: dict[Name, CameraAlerts] = Field(default_factory=dict)
+
+
+def unknown_cameras(alerts: AlertsConfig, camera_ids: list[str]) -> list[str]:
+    """Camera ids under ``alerts.cameras`` that are not among ``camera_ids`` (typos)."""
+    known = set(camera_ids)
+    return [cid for cid in alerts.cameras if cid not in known]
+
+
+def _known(names: Mapping[str, object]) -> str:
+    return f" (defined: {', '.join(names)})" if names else " (none is defined)"
+
+
+def _check_finite(points: list[Point]) -> None:
+    if not all(math.isfinite(v) for p in points for v in p):
+        raise ValueError("coordinates must be finite numbers")
+
+
+def _outside_unit(what: str, points: list[Point]) -> list[str]:
+    bad = [p for p in points if not (0.0 <= p[0] <= 1.0 and 0.0 <= p[1] <= 1.0)]
+    if not bad:
+        return []
+    return [
+        f"{what} uses normalized coordinates but has points outside [0, 1] "
+        f"(e.g. {list(bad[0])}); use `coordinates: pixels` for pixel values"
+    ]
+
+
+def _polygon_area(points: list[Point]) -> float:
+    s = 0.0
+    for (x1, y1), (x2, y2) in zip(points, points[1:] + points[:1], strict=True):
+        s += x1 * y2 - x2 * y1
+    return abs(s) / 2
+
+
+def _self_crossing(points: list[Point]) -> tuple[int, int] | None:
+    """The first pair of non-adjacent edges that intersect, else ``None``."""
+    n = len(points)
+    edges = [(points[i], points[(i + 1) % n]) for i in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if j == i + 1 or (i == 0 and j == n - 1):
+                continue
+            if _segments_touch(*edges[i], *edges[j]):
+                return i, j
+    return None
+
+
+def _segments_touch(a: Point, b: Point, c: Point, d: Point) -> bool:
+    def orient(p: Point, q: Point, r: Point) -> float:
+        return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
+
+    def on(p: Point, q: Point, r: Point) -> bool:
+        return min(p[0], q[0]) <= r[0] <= max(p[0], q[0]) and min(p[1], q[1]) <= r[1] <= max(
+            p[1], q[1]
+        )
+
+    o1, o2, o3, o4 = orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
+    if ((o1 > 0 > o2) or (o1 < 0 < o2)) and ((o3 > 0 > o4) or (o3 < 0 < o4)):
+        return True
+    return (
+        (o1 == 0 and on(a, b, c))
+        or (o2 == 0 and on(a, b, d))
+        or (o3 == 0 and on(c, d, a))
+        or (o4 == 0 and on(c, d, b))
+    )

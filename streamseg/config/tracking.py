@@ -1,11 +1,102 @@
-"""The ``tracking:`` section of pipeline.yaml (filled in by the tracking work)."""
+"""The ``tracking:`` section of pipeline.yaml: the multi-object tracker.
+
+Every camera gets its own tracker (ByteTrack family, see
+``streamseg/track/tracker.py`` and docs/alerts.md). Scores are the model's
+confidences in ``[0, 1]``; ages are seconds of capture time, so frames
+dropped under load do not shorten them.
+
+Example::
+
+    tracking:
+      enabled: true
+      match: box_iou          # or mask_iou
+      high_score: 0.5         # first association round
+      low_score: 0.1          # second round: low-score detections keep tracks alive
+      new_track_score: 0.6    # an unmatched detection this confident starts a track
+      confirm_hits: 2         # frames before a track is confirmed (and may alert)
+      max_lost_seconds: 1.0   # a lost track is dropped after this long unseen
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field, model_validator
+
 from streamseg.config.base import StrictModel
+
+__all__ = ["TrackingConfig"]
 
 
 class TrackingConfig(StrictModel):
-    """Multi-object tracking settings."""
+    """Multi-object tracking settings (one tracker per camera).
+
+    ``enabled: false`` turns the tracker off: instances keep the ``track_ids``
+    they arrive with (replays of recorded detections), and alert rules run on
+    those ids.
+    """
 
     enabled: bool = True
+    match: Literal["box_iou", "mask_iou"] = Field(
+        default="box_iou",
+        description="association cost: box IoU, or mask IoU (needs a model with masks)",
+    )
+    high_score: float = Field(default=0.5, ge=0, le=1, description="first-round detections")
+    low_score: float = Field(
+        default=0.1, ge=0, le=1, description="detections below this are ignored by the tracker"
+    )
+    new_track_score: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="an unmatched detection at least this sure starts a track",
+    )
+    match_iou: float = Field(
+        default=0.2, gt=0, le=1, description="least IoU to pair a track and a high-score detection"
+    )
+    low_match_iou: float = Field(
+        default=0.5, gt=0, le=1, description="least IoU to pair a track and a low-score detection"
+    )
+    tentative_match_iou: float = Field(
+        default=0.3, gt=0, le=1, description="least IoU to pair a tentative track"
+    )
+    confirm_hits: int = Field(
+        default=2, ge=1, le=100, description="matched frames before a track is confirmed"
+    )
+    max_lost_seconds: float = Field(
+        default=1.0, ge=0, le=3600, description="a lost track is removed after this long unseen"
+    )
+    max_lost_frames: int | None = Field(
+        default=None, ge=0, description="optional cap in processed frames as well"
+    )
+    class_aware: bool = Field(
+        default=False, description="never pair a track with a detection of another class"
+    )
+    fuse_score: bool = Field(
+        default=False, description="first round cost is 1 - IoU * score (ByteTrack's fuse_score)"
+    )
+    label_decay: float = Field(
+        default=0.9, ge=0, le=1, description="weight kept by old class votes at each match"
+    )
+    score_smoothing: float = Field(
+        default=0.7, ge=0, lt=1, description="weight kept by the old smoothed score at each match"
+    )
+    publish_tentative: bool = Field(
+        default=False, description="give tentative tracks' detections their id (else -1)"
+    )
+    mask_iou_resolution: int = Field(
+        default=64, ge=8, le=1024, description="mask IoU grid: pixels on the frame's longer side"
+    )
+
+    @model_validator(mode="after")
+    def _score_order(self) -> TrackingConfig:
+        if self.low_score > self.high_score:
+            raise ValueError(
+                f"low_score ({self.low_score}) must be <= high_score ({self.high_score})"
+            )
+        if self.new_track_score < self.high_score:
+            raise ValueError(
+                f"new_track_score ({self.new_track_score}) must be >= high_score "
+                f"({self.high_score}): only first-round detections start tracks"
+            )
+        return self

@@ -309,13 +309,21 @@ class SyntheticDataset:
 
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        frames = int(query.pop("frames", frames))
-        stride = int(query.pop("stride", stride))
-        start = int(query.pop("start", start))
+        try:
+            frames = int(query.pop("frames", frames))
+            stride = int(query.pop("stride", stride))
+            start = int(query.pop("start", start))
+        except ValueError:
+            raise DatasetError(f"{url}: frames, stride and start must be integers") from None
         if frames < 1 or stride < 1 or start < 0:
             raise DatasetError(f"{url}: frames and stride must be >= 1, start >= 0")
         self.url = url
-        self.scene = SyntheticScene.from_url(f"synthetic://?{urlencode(query)}")
+        try:
+            self.scene = SyntheticScene.from_url(f"synthetic://?{urlencode(query)}")
+        except ValueError as exc:
+            raise DatasetError(
+                f"{url}: {exc} (this dataset also takes frames, stride, start)"
+            ) from None
         self.frames, self.stride, self.start = frames, stride, start
         self.native_class_names = tuple(n for n in self.scene.class_names if n != BACKGROUND)
         self._labels = torch.arange(len(self.scene.class_names), dtype=torch.int64)

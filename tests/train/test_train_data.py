@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from streamseg.train.data import CocoDataset, DatasetError, Sample, UnionDataset
+from streamseg.ingest.synthetic import SyntheticScene
+from streamseg.train.data import CocoDataset, DatasetError, Sample, SyntheticDataset, UnionDataset
 from streamseg.train.datasets import resolve_class_names
 from streamseg.train.transforms import TrainTransform, batch_images, hflip, resize, resized_shape
 from tests.support.coco import write_coco
@@ -152,3 +153,24 @@ def test_batch_images_normalises_and_pads() -> None:
     assert x.shape == (2, 3, 16, 24) and sizes == [(10, 12), (7, 20)]
     assert float(x[0, :, :10, :12].min()) == 1.0 and float(x[0, :, 10:].abs().max()) == 0.0
     assert float(x[1, :, :7, :20].max()) == -1.0
+
+
+def test_synthetic_dataset_frames_and_ground_truth() -> None:
+    ds = SyntheticDataset("synthetic://?seed=3&width=96&height=64&objects=4&frames=6&stride=2")
+    assert len(ds) == 6 and ds.native_class_names == ("disc", "square", "triangle", "star")
+    ds.set_class_names(("__background__", "star", "disc"))  # squares, triangles not trained
+    scene = SyntheticScene.from_url("synthetic://?seed=3&width=96&height=64&objects=4")
+    for i in range(len(ds)):
+        s = ds[i]
+        frame = scene.frame(2 * i)
+        assert torch.equal(s.image, frame.image)
+        names = [scene.class_names[int(x)] for x in frame.gt.labels]
+        assert sorted(s.labels.tolist()) == sorted(
+            {"star": 1, "disc": 2}[n] for n in names if n in ("star", "disc")
+        )
+        gt = ds.ground_truth(i)
+        assert len(gt.annotations) == len(s)
+        for ann, mask in zip(gt.annotations, s.masks, strict=True):
+            assert ann["area"] == float(mask.sum())
+    with pytest.raises(DatasetError, match="unknown parameter 'colour'"):
+        SyntheticDataset("synthetic://?seed=1&colour=red")

@@ -1,0 +1,175 @@
+"""What every alert rule shares: filters, cooldowns and event building."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from streamseg.track.view import TrackView
+from streamseg.types import Event
+
+__all__ = ["RuleBase", "class_ids", "mask_rle"]
+
+I64 = NDArray[np.int64]
+
+
+def mask_rle(view: TrackView, i: int) -> dict[str, Any] | None:
+    """COCO RLE of the mask of the ``i``-th track in ``view``, or ``None`` without masks."""
+    if view.masks is None:
+        return None
+    from streamseg.ops import mask_to_rle
+
+    rle = mask_to_rle(view.masks[int(view.det_index[i])].to("cpu", torch.bool))
+    counts = rle["counts"]
+    if isinstance(counts, bytes):
+        counts = counts.decode("ascii")
+    return {"size": [int(rle["size"][0]), int(rle["size"][1])], "counts": counts}
+
+
+def class_ids(classes: Sequence[str], class_names: Sequence[str], where: str) -> I64 | None:
+    """Label ids of class ``classes`` (names); ``None`` for all. Unknown names raise ValueError."""
+    if not classes:
+        return None
+    index = {name: i for i, name in enumerate(class_names) if i > 0}
+    unknown = [c for c in classes if c not in index]
+    if unknown:
+        valid = ", ".join(n for i, n in enumerate(class_names) if i > 0) or "(none)"
+        raise ValueError(
+            f"{where}: unknown class {unknown[0]!r} in `classes`; the model's classes are: {valid}"
+        )
+    return np.array(sorted(index[c] for c in classes), np.int64)
+
+
+class RuleBase:
+    """A rule's common part.
+
+    Args:
+        name: the rule's name (``Event.rule``).
+        camera_id: the camera it watches.
+        class_names: the model's names (index 0 is background).
+        labels: allowed class ids, or ``None`` for all.
+        min_score: least smoothed track score.
+        cooldown: seconds before the same track re-triggers the same kind.
+        include_mask: attach the detection's COCO RLE to events.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        camera_id: str,
+        class_names: Sequence[str],
+        labels: I64 | None,
+        min_score: float,
+        cooldown: float,
+        include_mask: bool,
+    ) -> None:
+        self.name = name
+        self.camera_id = camera_id
+        self.class_names = tuple(class_names)
+        self.labels = labels
+        self.min_score = min_score
+        self.cooldown = cooldown
+        self.include_mask = include_mask
+        self._last: dict[tuple[int, str], float] = {}
+
+    def eligible(self, view: TrackView) -> I64:
+        """Positions in ``view`` of the tracks this rule watches (class and score filters)."""
+        ok = view.scores >= self.min_score
+        if self.labels is not None:
+            ok &= np.isin(view.labels, self.labels)
+        if ok.all():
+            return np.arange(len(view), dtype=np.int64)
+        return np.flatnonzero(ok).astype(np.int64)
+
+    def cooled(self, track_id: int, kind: str, now: float) -> bool:
+        """True (and the time recorded) when ``track_id`` may trigger ``kind`` now."""
+        key = (track_id, kind)
+        last = self._last.get(key)
+        if last is not None and now - last < self.cooldown:
+            return False
+        if self.cooldown > 0:
+            self._last[key] = now
+        return True
+
+    def forget(self, track_ids: I64) -> None:
+        """Drop cooldown entries of removed tracks."""
+        if self._last and len(track_ids):
+            gone = set(track_ids.tolist())
+            self._last = {k: v for k, v in self._last.items() if k[0] not in gone}
+
+    def label_name(self, label: int) -> str | None:
+        return self.class_names[label] if 0 <= label < len(self.class_names) else None
+
+    def event(
+        self,
+        kind: str,
+        view: TrackView,
+        i: int | None,
+        *,
+        zone: str | None = None,
+        line: str | None = None,
+        count: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """An event of this rule about the ``i``-th track of ``view`` (``None``: no track)."""
+        f = view.frame
+        fields: dict[str, Any] = {}
+        if i is not None:
+            label = int(view.labels[i])
+            box = view.boxes[i]
+            fields = {
+                "track_id": int(view.ids[i]),
+                "label": label,
+                "label_name": self.label_name(label),
+                "box": (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+                "score": round(float(view.det_scores[i]), 5),
+                "mask_rle": mask_rle(view, i) if self.include_mask else None,
+            }
+        return Event(
+            rule=self.name,
+            kind=kind,
+            camera_id=self.camera_id,
+            time=f.time,
+            frame_seq=f.frame_seq,
+            pts=f.pts,
+            zone=zone,
+            line=line,
+            count=count,
+            extra=dict(extra or {}),
+            **fields,
+        )
+
+    def removed_event(
+        self, kind: str, view: TrackView, r: int, *, zone: str, extra: Mapping[str, Any]
+    ) -> Event:
+        """An event about the ``r``-th removed track of ``view`` (no mask, last known box)."""
+        f = view.frame
+        label = int(view.removed_labels[r])
+        box = view.removed_boxes[r]
+        return Event(
+            rule=self.name,
+            kind=kind,
+            camera_id=self.camera_id,
+            time=f.time,
+            frame_seq=f.frame_seq,
+            pts=f.pts,
+            track_id=int(view.removed_ids[r]),
+            label=label,
+            label_name=self.label_name(label),
+            zone=zone,
+            box=(float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+            score=round(float(view.removed_scores[r]), 5),
+            extra=dict(extra),
+        )
+
+    def update(self, view: TrackView) -> list[Event]:
+        raise NotImplementedError
+
+    def occupancy(self) -> int | None:
+        """Tracks inside the rule's zone now (``None`` for rules without a zone)."""
+        return None

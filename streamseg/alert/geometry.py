@@ -1,0 +1,166 @@
+"""Plane geometry for zones and lines, vectorised over points (numpy, float64 pixels).
+
+Frame pixels: x to the right, y down; a pixel ``(x, y)`` covers
+``[x, x + 1) x [y, y + 1)``. Boundaries are closed: a point on a zone's
+edge or vertex is inside, a path that touches a line's endpoint crosses it.
+Distances are pixels. ``EPS`` absorbs float rounding in those tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from streamseg.config.alerts import ANCHORS
+
+__all__ = ["EPS", "Polygon", "Segment", "anchor_points"]
+
+F64 = NDArray[np.float64]
+Bool = NDArray[np.bool_]
+
+EPS = 1e-6
+
+
+def anchor_points(boxes: F64, anchor: str) -> F64:
+    """``(K, 2)`` points of ``boxes (K, 4)`` xyxy at ``anchor`` (e.g. ``bottom_center``)."""
+    fx, fy = ANCHORS[anchor]
+    x = boxes[:, 0] + fx * (boxes[:, 2] - boxes[:, 0])
+    y = boxes[:, 1] + fy * (boxes[:, 3] - boxes[:, 1])
+    return np.stack((x, y), axis=1)
+
+
+def _segment_distance(points: F64, a: F64, b: F64) -> F64:
+    """Distance ``(K, E)`` from ``points (K, 2)`` to segments ``a (E, 2) -> b (E, 2)``."""
+    ab = b - a  # (E, 2)
+    ap = points[:, None, :] - a[None, :, :]  # (K, E, 2)
+    length2 = np.maximum((ab * ab).sum(1), 1e-300)
+    t = np.clip((ap * ab[None]).sum(2) / length2[None], 0.0, 1.0)
+    closest = a[None] + t[..., None] * ab[None]
+    diff = points[:, None, :] - closest
+    out: F64 = np.sqrt((diff * diff).sum(2))
+    return out
+
+
+class Polygon:
+    """A simple polygon from ``vertices (V, 2)`` pixels (either winding)."""
+
+    def __init__(self, vertices: F64) -> None:
+        self.a = np.asarray(vertices, np.float64)
+        self.b = np.roll(self.a, -1, axis=0)
+        self.lo = self.a.min(0)
+        self.hi = self.a.max(0)
+
+    def depth(self, points: F64) -> F64:
+        """Signed distance ``(K,)`` to the boundary: ``> 0`` inside, ``< 0`` outside, 0 on it."""
+        if len(points) == 0:
+            return np.zeros(0)
+        dist = _segment_distance(points, self.a, self.b).min(1)
+        inside = self._crossings_odd(points) | (dist <= EPS)
+        return np.where(inside, dist, -dist)
+
+    def contains(self, points: F64) -> Bool:
+        """``(K,)`` bool: the point is inside or on the boundary."""
+        return self.depth(points) >= 0
+
+    def _crossings_odd(self, points: F64) -> Bool:
+        px, py = points[:, 0:1], points[:, 1:2]  # (K, 1)
+        ax, ay, bx, by = self.a[:, 0], self.a[:, 1], self.b[:, 0], self.b[:, 1]
+        straddle = (ay > py) != (by > py)  # (K, E): the edge crosses the ray's height
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x_cross = ax + (py - ay) * (bx - ax) / (by - ay)
+        hits = straddle & (px < x_cross)
+        odd: Bool = (hits.sum(1) % 2) == 1
+        return odd
+
+    def raster(self, image_size: tuple[int, int], stride: int) -> Bool:
+        """Which cells of the mask grid lie in the polygon: ``(h, w)`` bool.
+
+        Cell ``(i, j)`` is the pixel ``(x, y) = (stride // 2 + j * stride,
+        stride // 2 + i * stride)``, tested at its centre ``+ 0.5``, matching
+        ``streamseg.track.matching.MaskGrid``.
+        """
+        height, width = image_size
+        ys = np.arange(stride // 2, height, stride) + 0.5
+        xs = np.arange(stride // 2, width, stride) + 0.5
+        gx, gy = np.meshgrid(xs, ys)
+        pts = np.stack((gx.ravel(), gy.ravel()), axis=1)
+        near = (
+            (pts[:, 0] >= self.lo[0])
+            & (pts[:, 0] <= self.hi[0])
+            & (pts[:, 1] >= self.lo[1])
+            & (pts[:, 1] <= self.hi[1])
+        )
+        out = np.zeros(len(pts), bool)
+        out[near] = self.contains(pts[near])
+        return out.reshape(len(ys), len(xs))
+
+
+class Segment:
+    """A directed segment ``p -> q`` (pixels) with a signed side.
+
+    ``side > 0`` is the right-hand side looking from ``p`` to ``q`` on
+    screen (y down), ``side < 0`` the left-hand side.
+    """
+
+    def __init__(self, p: tuple[float, float], q: tuple[float, float]) -> None:
+        self.p = np.asarray(p, np.float64)
+        self.q = np.asarray(q, np.float64)
+        self.d = self.q - self.p
+        self.length = float(np.hypot(*self.d))
+
+    def signed_distance(self, points: F64) -> F64:
+        """``(K,)`` distance of points to the infinite line, positive on the right side."""
+        v = points - self.p
+        out: F64 = (self.d[0] * v[:, 1] - self.d[1] * v[:, 0]) / self.length
+        return out
+
+    def touched_by(self, start: F64, end: F64) -> Bool:
+        """``(K,)`` bool: the closed path ``start -> end`` touches this closed segment.
+
+        Rows with NaN coordinates give ``False``.
+        """
+        o1 = _orient(self.p, self.q, start) / self.length
+        o2 = _orient(self.p, self.q, end) / self.length
+        path = np.maximum(np.hypot(*(end - start).T), 1e-300)
+        o3 = _orient_rows(start, end, self.p) / path
+        o4 = _orient_rows(start, end, self.q) / path
+        proper = (o1 * o2 < 0) & (o3 * o4 < 0)
+        on = (
+            ((np.abs(o1) <= EPS) & _within(self.p, self.q, start))
+            | ((np.abs(o2) <= EPS) & _within(self.p, self.q, end))
+            | ((np.abs(o3) <= EPS) & _within_rows(start, end, self.p))
+            | ((np.abs(o4) <= EPS) & _within_rows(start, end, self.q))
+        )
+        out: Bool = (proper | on) & ~np.isnan(start).any(1) & ~np.isnan(end).any(1)
+        return out
+
+
+def _orient(p: F64, q: F64, r: F64) -> F64:
+    """Cross product ``(q - p) x (r - p)`` for points ``r (K, 2)``."""
+    return (q[0] - p[0]) * (r[:, 1] - p[1]) - (q[1] - p[1]) * (r[:, 0] - p[0])
+
+
+def _orient_rows(p: F64, q: F64, r: F64) -> F64:
+    """Cross product ``(q - p) x (r - p)`` for rows ``p, q (K, 2)`` and one point ``r``."""
+    return (q[:, 0] - p[:, 0]) * (r[1] - p[:, 1]) - (q[:, 1] - p[:, 1]) * (r[0] - p[:, 0])
+
+
+def _within(p: F64, q: F64, r: F64) -> Bool:
+    """``r (K, 2)`` lies in the bounding box of ``p, q`` (inclusive, with a margin)."""
+    m = EPS * 10
+    return (
+        (np.minimum(p[0], q[0]) - m <= r[:, 0])
+        & (r[:, 0] <= np.maximum(p[0], q[0]) + m)
+        & (np.minimum(p[1], q[1]) - m <= r[:, 1])
+        & (r[:, 1] <= np.maximum(p[1], q[1]) + m)
+    )
+
+
+def _within_rows(p: F64, q: F64, r: F64) -> Bool:
+    m = EPS * 10
+    return (
+        (np.minimum(p[:, 0], q[:, 0]) - m <= r[0])
+        & (r[0] <= np.maximum(p[:, 0], q[:, 0]) + m)
+        & (np.minimum(p[:, 1], q[:, 1]) - m <= r[1])
+        & (r[1] <= np.maximum(p[:, 1], q[:, 1]) + m)
+    )

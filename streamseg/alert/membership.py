@@ -1,0 +1,108 @@
+"""Is a track in a zone? By an anchor point of its box or by the share of its mask.
+
+Both ways use hysteresis so that an object standing on the edge does not
+flicker in and out:
+
+* anchor: the signed distance ``depth`` of the anchor to the zone's
+  boundary (pixels, ``> 0`` inside). Outside -> inside when
+  ``depth >= band``; inside -> outside when ``depth < 0`` and
+  ``-depth >= band``. A track seen for the first time is inside when
+  ``depth >= 0`` (boundary included).
+* mask: the fraction ``f`` of the mask's pixels in the zone (on a grid of
+  ``MASK_GRID`` cells along the frame's longer side). In when
+  ``f >= mask_fraction``, out when ``f < mask_fraction - mask_band``.
+  Frames without masks fall back to the anchor test.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from streamseg.alert.geometry import Polygon, anchor_points
+from streamseg.track.view import TrackView
+
+__all__ = ["MASK_GRID", "Membership"]
+
+log = logging.getLogger("streamseg.alert")
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+Bool = NDArray[np.bool_]
+
+MASK_GRID = 160
+UNKNOWN, OUT, IN = -1, 0, 1
+
+
+class Membership:
+    """Inside/outside decisions for one zone and one way of measuring.
+
+    Args:
+        polygon: the zone in frame pixels.
+        anchor: box anchor name (``bottom_center``, ...).
+        band: anchor hysteresis, pixels.
+        mask_fraction: measure by mask share instead (``None``: by anchor).
+        mask_band: hysteresis on the share when leaving.
+    """
+
+    def __init__(
+        self,
+        *,
+        polygon: Polygon,
+        anchor: str,
+        band: float,
+        mask_fraction: float | None,
+        mask_band: float,
+    ) -> None:
+        self.polygon = polygon
+        self.anchor = anchor
+        self.band = band
+        self.mask_fraction = mask_fraction
+        self.mask_band = mask_band
+        self._raster: tuple[tuple[int, int], int, torch.Tensor] | None = None
+        self._warned = False
+
+    def step(self, view: TrackView, idx: I64, prev: NDArray[np.int8]) -> Bool:
+        """New inside state ``(K,)`` of tracks ``idx`` of ``view`` given ``prev`` (-1/0/1)."""
+        if self.mask_fraction is not None and view.masks is not None:
+            f = self._fractions(view, idx)
+            enter = f >= self.mask_fraction
+            stay = f >= self.mask_fraction - self.mask_band
+            first = enter
+        else:
+            if self.mask_fraction is not None and not self._warned:
+                self._warned = True
+                log.warning(
+                    "alerts: zone membership by mask, but frames have no masks: "
+                    "using the box anchor instead"
+                )
+            depth = self.polygon.depth(anchor_points(view.boxes[idx], self.anchor))
+            enter = depth >= self.band
+            stay = (depth >= 0) | (-depth < self.band)
+            first = depth >= 0
+        out: Bool = np.where(prev == IN, stay, np.where(prev == OUT, enter, first))
+        return out
+
+    def born_inside(self, view: TrackView, idx: I64) -> Bool:
+        """``(K,)``: the track's first observed box had its anchor in the zone."""
+        return self.polygon.contains(anchor_points(view.first_boxes[idx], self.anchor))
+
+    def _fractions(self, view: TrackView, idx: I64) -> F64:
+        assert view.masks is not None
+        size = view.frame.image_size
+        if self._raster is None or self._raster[0] != size:
+            stride = max(1, math.ceil(max(size) / MASK_GRID))
+            zone = torch.from_numpy(self.polygon.raster(size, stride))
+            self._raster = (size, stride, zone)
+        _, s, zone = self._raster
+        rows = torch.from_numpy(view.det_index[idx])
+        grid = view.masks[rows.to(view.masks.device)][:, s // 2 :: s, s // 2 :: s].to("cpu")
+        area = grid.flatten(1).sum(1).double()
+        inside = (grid & zone).flatten(1).sum(1).double()
+        frac = torch.where(area > 0, inside / area.clamp(min=1), torch.zeros_like(area))
+        out: F64 = frac.numpy()
+        return out

@@ -1,0 +1,194 @@
+"""The track + alert pipeline stage: ``FrameResult`` -> tracked ``FrameResult`` and ``Event``s.
+
+Example::
+
+    >>> from streamseg.config.alerts import AlertsConfig
+    >>> from streamseg.config.tracking import TrackingConfig
+    >>> stage = build_tracking_stage(TrackingConfig(), AlertsConfig(), ["__background__", "box"])
+    >>> stage.close()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+from opentelemetry import metrics
+
+from streamseg.alert.engine import CameraRules
+from streamseg.config.alerts import AlertsConfig
+from streamseg.config.tracking import TrackingConfig
+from streamseg.track.given import GivenIdTracker
+from streamseg.track.tracker import CONFIRMED, LOST, TENTATIVE, ByteTracker
+from streamseg.track.view import FrameInfo
+from streamseg.types import Event, FrameResult, Track, TrackState
+
+__all__ = ["TrackingStage", "build_tracking_stage"]
+
+log = logging.getLogger("streamseg.track")
+
+_STATES = {TENTATIVE: TrackState.TENTATIVE, CONFIRMED: TrackState.CONFIRMED, LOST: TrackState.LOST}
+
+
+@dataclasses.dataclass
+class _Camera:
+    tracker: ByteTracker | GivenIdTracker
+    rules: CameraRules | None
+    image_size: tuple[int, int] | None = None
+
+
+class TrackingStage:
+    """Per-camera trackers and alert rules (stage name ``track``).
+
+    Args:
+        tracking: the ``tracking:`` section (``enabled: false`` keeps the
+            ``track_ids`` instances arrive with).
+        alerts: the ``alerts:`` section.
+        class_names: the model's class names (index 0 is background).
+        meter_provider: OpenTelemetry meter provider; default the global one.
+
+    ``process`` never mutates its input: it returns a new ``FrameResult``
+    whose ``Instances`` have ``track_ids`` (int64, ``-1`` for detections no
+    confirmed track took) and the alert events of that frame. Rule
+    ``classes`` are checked against ``class_names`` here (``ValueError``
+    naming the camera and rule).
+    """
+
+    def __init__(
+        self,
+        *,
+        tracking: TrackingConfig,
+        alerts: AlertsConfig,
+        class_names: Sequence[str],
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        from streamseg.track.telemetry import watch
+
+        self.tracking = tracking
+        self.alerts = alerts
+        self.class_names = tuple(class_names)
+        self._rules = {
+            cid: CameraRules(camera_id=cid, config=cam, class_names=self.class_names)
+            for cid, cam in alerts.cameras.items()
+        }
+        self.cameras: dict[str, _Camera] = {}
+        self._metrics = watch(self, meter_provider)
+        self._closed = False
+
+    def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]:
+        """Track one frame's instances and run that camera's rules."""
+        frame, inst = result.frame, result.instances
+        cam = self._camera(frame.camera_id, inst.image_size)
+        info = FrameInfo(frame.camera_id, frame.capture_time, frame.seq, frame.pts, inst.image_size)
+        boxes = inst.boxes.detach().to("cpu", torch.float64).numpy()
+        scores = inst.scores.detach().to("cpu", torch.float64).numpy()
+        labels = inst.labels.detach().to("cpu", torch.int64).numpy()
+        if isinstance(cam.tracker, ByteTracker):
+            out = cam.tracker.update(info, boxes, scores, labels, inst.masks)
+            self._count_confirmed(frame.camera_id, cam.tracker)
+        else:
+            given = None if inst.track_ids is None else inst.track_ids.cpu().numpy()
+            out = cam.tracker.update(info, boxes, scores, labels, given, inst.masks)
+        track_ids = torch.from_numpy(out.track_ids).to(inst.device)
+        tracked = FrameResult(frame, inst.replace(track_ids=track_ids))
+        events: list[Event] = []
+        if cam.rules is not None and self.alerts.enabled:
+            events = cam.rules.update(out.view)
+            for e in events:
+                attrs = {"camera": e.camera_id, "rule": e.rule, "kind": e.kind}
+                self._metrics.events.add(1, attrs)
+        return tracked, events
+
+    def tracks(self, camera_id: str) -> list[Track]:
+        """Snapshots of a camera's live tracks (tentative, confirmed and lost)."""
+        cam = self.cameras.get(camera_id)
+        if cam is None or not isinstance(cam.tracker, ByteTracker):
+            return []
+        table, boxes = cam.tracker.snapshot_rows()
+        labels = table.labels()
+        return [
+            Track(
+                track_id=int(table.ids[i]),
+                camera_id=camera_id,
+                state=_STATES[int(table.state[i])],
+                box=torch.tensor(
+                    table.last_box[i] if table.det[i] >= 0 else boxes[i], dtype=torch.float32
+                ),
+                label=int(labels[i]),
+                score=float(table.score[i]),
+                first_seen=float(table.first_seen[i]),
+                last_seen=float(table.last_seen[i]),
+                hits=int(table.hits[i]),
+            )
+            for i in range(len(table))
+        ]
+
+    def close(self) -> None:
+        """Drop all state (the stage's gauges stop reporting)."""
+        self._closed = True
+        self.cameras.clear()
+        self._metrics.stages.discard(self)
+
+    # -- per camera --------------------------------------------------------------
+    def _camera(self, camera_id: str, size: tuple[int, int]) -> _Camera:
+        cam = self.cameras.get(camera_id)
+        if cam is not None and cam.image_size == size:
+            return cam
+        if cam is not None:
+            log.warning(
+                "track[%s]: frame size changed from %s to %s; tracks start afresh",
+                camera_id,
+                cam.image_size,
+                size,
+            )
+        tracker: ByteTracker | GivenIdTracker
+        if self.tracking.enabled:
+            tracker = ByteTracker(settings=self.tracking, num_classes=len(self.class_names))
+        else:
+            tracker = GivenIdTracker(max_lost_seconds=self.tracking.max_lost_seconds)
+        rules = self._rules.get(camera_id)
+        if rules is not None and cam is not None:
+            rules = CameraRules(
+                camera_id=camera_id, config=rules.config, class_names=self.class_names
+            )
+            self._rules[camera_id] = rules
+        cam = self.cameras[camera_id] = _Camera(tracker, rules, size)
+        return cam
+
+    def _count_confirmed(self, camera_id: str, tracker: ByteTracker) -> None:
+        t = tracker.table
+        fresh = (t.hits == self.tracking.confirm_hits) & (t.det >= 0) & (t.state == CONFIRMED)
+        n = int(np.count_nonzero(fresh))
+        if n:
+            self._metrics.started.add(n, {"camera": camera_id})
+
+    # -- gauges ----------------------------------------------------------------------
+    def occupancy_observations(self) -> Iterator[tuple[int, dict[str, str]]]:
+        if self._closed:
+            return
+        for cid, cam in list(self.cameras.items()):
+            if cam.rules is None:
+                continue
+            for rule, zone, occ in cam.rules.occupancy():
+                yield occ, {"camera": cid, "rule": rule, "zone": zone}
+
+    def track_observations(self) -> Iterator[tuple[int, dict[str, str]]]:
+        if self._closed:
+            return
+        for cid, cam in list(self.cameras.items()):
+            if not isinstance(cam.tracker, ByteTracker):
+                yield len(cam.tracker), {"camera": cid, "state": "confirmed"}
+                continue
+            states = cam.tracker.table.state
+            for code, name in _STATES.items():
+                yield int(np.count_nonzero(states == code)), {"camera": cid, "state": str(name)}
+
+
+def build_tracking_stage(
+    tracking: TrackingConfig, alerts: AlertsConfig, class_names: Sequence[str]
+) -> TrackingStage:
+    """The ``track`` stage for the runtime (see ``TrackingStage``)."""
+    return TrackingStage(tracking=tracking, alerts=alerts, class_names=class_names)

@@ -1,0 +1,274 @@
+"""A ByteTrack-style multi-object tracker for one camera.
+
+Each frame (``ByteTracker.update``):
+
+1. every track's box is predicted to the frame's capture time
+   (constant-velocity Kalman filter, ``streamseg/track/kalman.py``);
+   tracks unseen for longer than ``max_lost_seconds`` are removed first;
+2. detections split by score: *high* (``>= high_score``), *low*
+   (``low_score <= s < high_score``), the rest is ignored;
+3. round 1: confirmed and lost tracks vs high detections (IoU of box or
+   mask, least ``match_iou``), optimal assignment;
+4. round 2: confirmed tracks still unmatched vs low detections (least
+   ``low_match_iou``): a partly hidden object keeps its track;
+5. round 3: tentative tracks vs the high detections left (least
+   ``tentative_match_iou``); an unmatched tentative track is removed;
+6. matched tracks are corrected, unmatched confirmed ones become lost;
+   high detections left with ``score >= new_track_score`` start tentative
+   tracks, confirmed after ``confirm_hits`` matched frames.
+
+State is kept as parallel numpy arrays (one row per live track) so every
+step is vectorised over tracks. Boxes are xyxy frame pixels, times seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from torch import Tensor
+
+from streamseg.config.tracking import TrackingConfig
+from streamseg.track.kalman import KalmanBoxes
+from streamseg.track.matching import MaskGrid, assign, box_iou, mask_iou
+from streamseg.track.state import TrackTable
+from streamseg.track.view import FrameInfo, TrackView
+
+__all__ = ["ByteTracker", "TrackerOutput"]
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+TENTATIVE, CONFIRMED, LOST = 0, 1, 2
+
+
+class TrackerOutput:
+    """``track_ids (N,)`` int64 per detection (-1: none) and the rules' ``view``."""
+
+    __slots__ = ("track_ids", "view")
+
+    def __init__(self, track_ids: I64, view: TrackView) -> None:
+        self.track_ids = track_ids
+        self.view = view
+
+
+class ByteTracker:
+    """Tracks of one camera.
+
+    Args:
+        settings: the ``tracking:`` section.
+        num_classes: class ids are ``< num_classes`` (larger ones are accepted
+            and widen the vote table).
+    """
+
+    def __init__(self, *, settings: TrackingConfig, num_classes: int) -> None:
+        self.settings = settings
+        self.table = TrackTable(num_classes=max(num_classes, 1))
+        self.kalman = KalmanBoxes()
+        self.time: float | None = None
+        self.next_id = 1
+        self._grid: MaskGrid | None = None
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def update(
+        self,
+        frame: FrameInfo,
+        boxes: F64,
+        scores: F64,
+        labels: I64,
+        masks: Tensor | None = None,
+    ) -> TrackerOutput:
+        """Associate one frame's detections.
+
+        Args:
+            frame: camera, capture time (seconds) and size of the frame.
+            boxes: ``(N, 4)`` float64 xyxy pixels; ``scores (N,)``; ``labels (N,)``.
+            masks: ``(N, H, W)`` bool, used with ``match: mask_iou``.
+
+        Returns:
+            the track id of each detection and the view for the alert rules.
+        """
+        s, t = self.settings, self.table
+        dt = 0.0 if self.time is None else max(frame.time - self.time, 0.0)
+        self.time = frame.time if self.time is None else max(self.time, frame.time)
+        removed = self._expire(frame.time)
+        t.new_frame()
+        self.kalman.predict(dt, frozen_size=t.state == LOST)
+        grid = self._det_grid(frame.image_size, masks)
+        high = np.flatnonzero(scores >= s.high_score)
+        low = np.flatnonzero((scores >= s.low_score) & (scores < s.high_score))
+        det_of = np.full(len(t), -1, np.int64)
+        pred = self.kalman.boxes()
+
+        pool = np.flatnonzero(t.state != TENTATIVE)
+        r, c = self._match(pool, high, pred, boxes, scores, labels, grid, s.match_iou, s.fuse_score)
+        det_of[pool[r]] = high[c]
+        high_left = np.delete(high, c)
+        active = pool[(det_of[pool] < 0) & (t.state[pool] == CONFIRMED)]
+        r, c = self._match(active, low, pred, boxes, scores, labels, grid, s.low_match_iou)
+        det_of[active[r]] = low[c]
+        tentative = np.flatnonzero(t.state == TENTATIVE)
+        r, c = self._match(
+            tentative, high_left, pred, boxes, scores, labels, grid, s.tentative_match_iou
+        )
+        det_of[tentative[r]] = high_left[c]
+        high_left = np.delete(high_left, c)
+
+        matched = np.flatnonzero(det_of >= 0)
+        t.det[matched] = det_of[matched]
+        self._correct(matched, det_of[matched], frame.time, boxes, scores, labels, grid)
+        removed = removed + self._miss(det_of < 0)
+        starters = high_left[scores[high_left] >= s.new_track_score]
+        self._start(starters, frame.time, boxes, scores, labels, grid)
+        return self._output(frame, len(boxes), masks, scores, removed)
+
+    # -- steps ---------------------------------------------------------------
+    def _expire(self, now: float) -> list[tuple[int, F64, int, float]]:
+        """Remove lost tracks unseen for longer than ``max_lost_seconds`` (before matching)."""
+        t = self.table
+        return self._remove(
+            (t.state == LOST) & ((now - t.last_seen) > self.settings.max_lost_seconds)
+        )
+
+    def _miss(self, unmatched: NDArray[np.bool_]) -> list[tuple[int, F64, int, float]]:
+        """Unmatched tracks: confirmed ones become lost, tentative ones are removed."""
+        t = self.table
+        t.misses[unmatched] += 1
+        t.state[unmatched & (t.state == CONFIRMED)] = LOST
+        drop = unmatched & (t.state == TENTATIVE)
+        cap = self.settings.max_lost_frames
+        if cap is not None:
+            drop |= (t.state == LOST) & (t.misses > cap)
+        return self._remove(drop)
+
+    def _remove(self, drop: NDArray[np.bool_]) -> list[tuple[int, F64, int, float]]:
+        if not drop.any():
+            return []
+        t = self.table
+        gone = [
+            (int(t.ids[i]), t.last_box[i].copy(), int(t.label(int(i))), float(t.score[i]))
+            for i in np.flatnonzero(drop & (t.state != TENTATIVE))
+        ]
+        keep = ~drop
+        t.select(keep)
+        self.kalman.select(keep)
+        return gone
+
+    def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
+        if self.settings.match != "mask_iou" or masks is None:
+            return None
+        if self._grid is None:
+            self._grid = MaskGrid(size, self.settings.mask_iou_resolution)
+        return self._grid.reduce(masks)
+
+    def _match(
+        self,
+        rows: I64,
+        dets: I64,
+        pred: F64,
+        boxes: F64,
+        scores: F64,
+        labels: I64,
+        grid: Tensor | None,
+        min_iou: float,
+        fuse: bool = False,
+    ) -> tuple[I64, I64]:
+        """Optimal pairs between track ``rows`` and detection indices ``dets`` (positions)."""
+        if len(rows) == 0 or len(dets) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        iou = box_iou(pred[rows], boxes[dets])
+        if grid is not None:
+            iou = self._mask_iou(rows, dets, pred, iou, grid)
+        if self.settings.class_aware:
+            iou = np.where(self.table.labels()[rows][:, None] == labels[dets][None, :], iou, 0.0)
+        cost = 1.0 - iou * scores[dets][None, :] if fuse else None
+        return assign(iou, min_iou, cost)
+
+    def _mask_iou(self, rows: I64, dets: I64, pred: F64, iou: F64, grid: Tensor) -> F64:
+        t = self.table
+        assert self._grid is not None and t.grid is not None
+        has = t.has_grid[rows]
+        if not has.any():
+            return iou
+        centre = (pred[rows, :2] + pred[rows, 2:]) / 2
+        shifts = (centre - t.grid_xy[rows]) / self._grid.stride
+        m = mask_iou(t.grid[rows], shifts, grid[dets], (iou > 0) & has[:, None])
+        return np.where(has[:, None], m, iou)
+
+    def _correct(
+        self,
+        rows: I64,
+        dets: I64,
+        now: float,
+        boxes: F64,
+        scores: F64,
+        labels: I64,
+        grid: Tensor | None,
+    ) -> None:
+        s, t = self.settings, self.table
+        self.kalman.update(rows, boxes[dets])
+        t.observe(rows, boxes[dets], scores[dets], labels[dets], now, s)
+        t.state[rows] = np.where(t.hits[rows] >= s.confirm_hits, CONFIRMED, t.state[rows])
+        t.state[rows[t.state[rows] == LOST]] = CONFIRMED
+        if grid is not None:
+            t.set_grid(rows, grid[dets], boxes[dets])
+
+    def _start(
+        self,
+        dets: I64,
+        now: float,
+        boxes: F64,
+        scores: F64,
+        labels: I64,
+        grid: Tensor | None,
+    ) -> None:
+        if len(dets) == 0:
+            return
+        ids = np.arange(self.next_id, self.next_id + len(dets), dtype=np.int64)
+        self.next_id += len(dets)
+        state = CONFIRMED if self.settings.confirm_hits <= 1 else TENTATIVE
+        self.kalman.add(boxes[dets])
+        self.table.add(ids, state, boxes[dets], scores[dets], labels[dets], now)
+        rows = np.arange(len(self.table) - len(dets), len(self.table))
+        self.table.det[rows] = dets
+        if grid is not None:
+            self.table.set_grid(rows, grid[dets], boxes[dets])
+
+    def _output(
+        self,
+        frame: FrameInfo,
+        n: int,
+        masks: Tensor | None,
+        scores: F64,
+        removed: list[tuple[int, F64, int, float]],
+    ) -> TrackerOutput:
+        t = self.table
+        seen = np.flatnonzero(t.det >= 0)
+        track_ids = np.full(n, -1, np.int64)
+        shown = seen if self.settings.publish_tentative else seen[t.state[seen] == CONFIRMED]
+        track_ids[t.det[shown]] = t.ids[shown]
+        conf = seen[t.state[seen] == CONFIRMED]
+        det = t.det[conf]
+        view = TrackView(
+            frame=frame,
+            ids=t.ids[conf],
+            det_index=det,
+            boxes=t.last_box[conf],
+            prev_boxes=t.prev_box[conf],
+            first_boxes=t.first_box[conf],
+            first_seen=t.first_seen[conf],
+            labels=t.labels()[conf],
+            scores=t.score[conf],
+            det_scores=scores[det],
+            masks=masks,
+            removed_ids=np.array([r[0] for r in removed], np.int64),
+            removed_boxes=np.array([r[1] for r in removed]).reshape(-1, 4),
+            removed_labels=np.array([r[2] for r in removed], np.int64),
+            removed_scores=np.array([r[3] for r in removed]),
+        )
+        return TrackerOutput(track_ids, view)
+
+    def snapshot_rows(self) -> tuple[TrackTable, F64]:
+        """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
+        return self.table, self.kalman.boxes()

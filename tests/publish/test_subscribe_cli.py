@@ -1,0 +1,129 @@
+"""``streamseg subscribe`` prints what the publish stage wrote (real redis-server)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import torch
+
+from streamseg.publish.connect import redis_client
+from streamseg.publish.publisher import RedisPublisher
+from streamseg.publish.stage import PublishStage
+from streamseg.types import Event, Frame, FrameResult, Instances
+from tests.conftest import REPO
+from tests.support.servers import RedisServer, cli_env
+
+NAMES = ("__background__", "thing")
+
+
+def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> None:
+    """``cameras``: camera -> number of frames; each frame's message has one instance."""
+    stage = PublishStage(
+        publisher=RedisPublisher(client_factory=lambda: redis_client(url=server.url)),
+        stream_prefix="streamseg",
+        maxlen=1000,
+        alerts_maxlen=1000,
+        arch="maskrcnn_small",
+        class_names=NAMES,
+    )
+    items = []
+    for cam, n in cameras.items():
+        for seq in range(n):
+            frame = Frame(
+                cam, seq, seq / 10, time.time(), torch.zeros((4, 6, 3), dtype=torch.uint8)
+            )
+            inst = Instances(
+                image_size=(4, 6),
+                boxes=torch.tensor([[0.0, 0.0, 2.0, 2.0]]),
+                scores=torch.tensor([0.8]),
+                labels=torch.tensor([1]),
+                masks=torch.ones((1, 4, 6), dtype=torch.bool),
+            )
+            events = [
+                Event(rule="r", kind="enter", camera_id=cam, time=1.0, frame_seq=seq, zone="z")
+            ] if seq < alerts else []  # fmt: skip
+            items.append((FrameResult(frame.without_image(), inst), events))
+    stage.process(items)
+    assert stage.close(5)
+
+
+def lines(proc: subprocess.CompletedProcess[str]) -> list[dict]:  # type: ignore[type-arg]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_reads_everything_from_start(cli, redis_server: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    publish(redis_server, {"a": 3, "b": 2})
+    proc = cli("subscribe", "--redis", redis_server.url, "--from-start", "--count", "5")
+    assert proc.returncode == 0, proc.stderr
+    got = lines(proc)
+    assert sorted((m["camera"], m["seq"]) for m in got) == [
+        ("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1),
+    ]  # fmt: skip
+    assert all(
+        m["type"] == "detections" and m["instances"][0]["label_name"] == "thing" for m in got
+    )
+
+
+def test_camera_and_alerts_filters(cli, redis_server: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    publish(redis_server, {"a": 3, "b": 2}, alerts=2)
+    proc = cli(
+        "subscribe", "--redis", redis_server.url, "--from-start", "--camera", "b", "--count", "2",
+        "--envelope",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = lines(proc)
+    assert {m["stream"] for m in got} == {"streamseg:detections:b"}
+    assert [m["message"]["seq"] for m in got] == [0, 1]
+    proc = cli("subscribe", "--redis", redis_server.url, "--from-start", "--alerts", "--count", "4")
+    assert proc.returncode == 0, proc.stderr
+    alerts = lines(proc)
+    assert [(m["type"], m["camera_id"], m["frame_seq"]) for m in alerts] == [
+        ("alert", "a", 0), ("alert", "a", 1), ("alert", "b", 0), ("alert", "b", 1),
+    ]  # fmt: skip
+
+
+def test_tails_new_messages(redis_server: RedisServer) -> None:
+    publish(redis_server, {"a": 2})  # already there: not printed when tailing
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamseg", "subscribe", "--redis", redis_server.url,
+         "--camera", "a", "--count", "3", "--timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
+    )  # fmt: skip
+    try:
+        time.sleep(1.5)  # let it take its position
+        client = redis_server.client()
+        for seq in range(3):
+            client.xadd("streamseg:detections:a", {"data": json.dumps({"seq": 100 + seq})})
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [100, 101, 102]
+
+
+def test_consumer_group_acknowledges(cli, redis_server: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    publish(redis_server, {"a": 4})
+    args = ["subscribe", "--redis", redis_server.url, "--camera", "a", "--from-start",
+            "--group", "g1", "--consumer", "c1"]  # fmt: skip
+    first = cli(*args, "--count", "3")
+    assert first.returncode == 0, first.stderr
+    assert [m["seq"] for m in lines(first)] == [0, 1, 2]
+    # The group remembers: the next read continues after what was acknowledged.
+    second = cli(*args, "--count", "1")
+    assert [m["seq"] for m in lines(second)] == [3]
+    pending = redis_server.client().xpending("streamseg:detections:a", "g1")
+    assert pending["pending"] == 0
+
+
+def test_unreachable_redis_exit_1(cli) -> None:  # type: ignore[no-untyped-def]
+    proc = cli("subscribe", "--redis", "redis://:pw123@127.0.0.1:1/0", "--count", "1")
+    assert proc.returncode == 1
+    assert "cannot reach Redis" in proc.stderr and "pw123" not in proc.stderr
+
+
+def test_usage_errors(cli) -> None:  # type: ignore[no-untyped-def]
+    assert cli("subscribe", "--consumer", "x").returncode == 2
+    assert cli("subscribe", "--count", "0").returncode == 2
