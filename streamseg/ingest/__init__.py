@@ -1,7 +1,7 @@
 """Ingest: camera sources (RTSP, files, V4L2, synthetic scenes) and decoders (PyAV, DALI).
 
 Entry point: ``open_source(camera_id=..., url=...) -> Source``; see
-``docs/cameras.md``. Names are imported on first use, so importing this
+``docs/ingest.md``. Names are imported on first use, so importing this
 package (e.g. for ``streamseg.ingest.url.redact_url``) loads nothing heavy.
 """
 

@@ -279,7 +279,7 @@ class PacketReader:
         if isinstance(exc, av.error.ExitError) or (
             elapsed >= 0.95 * self.connect_timeout and self.live
         ):
-            return (
+            return self.health.redact(
                 f"cannot connect: no usable answer within {self.connect_timeout:g} s "
                 f"(connect timeout; FFmpeg: {_describe(exc)})"
             )

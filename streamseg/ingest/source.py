@@ -108,7 +108,7 @@ def open_source(
     on_state: StateListener | None = None,
     ffmpeg_options: dict[str, str] | None = None,
 ) -> Source:
-    """Open a camera (see ``docs/cameras.md`` for the URL forms).
+    """Open a camera (see ``docs/ingest.md`` for the URL forms).
 
     Keyword arguments:
         camera_id: the camera's id (in frames, health and messages).

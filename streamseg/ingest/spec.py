@@ -1,6 +1,6 @@
 """Camera URLs: which kind of source a URL names, and its options.
 
-URL forms (see ``docs/cameras.md``):
+URL forms (see ``docs/ingest.md``):
 
 * ``rtsp://[user:password@]host[:port]/path`` (also ``rtsps://``): an RTSP
   camera, over TCP. Other network streams FFmpeg reads (``http(s)://``,

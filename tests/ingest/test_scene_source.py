@@ -10,11 +10,8 @@ import pytest
 import torch
 
 from streamseg.ingest import SourceError, open_source
+from streamseg.ingest.synthetic import SyntheticScene
 from tests.support.sources import SourceRunner
-
-synthetic = pytest.importorskip(
-    "streamseg.ingest.synthetic", reason="the scene generator (synth branch) is not merged yet"
-)
 
 URL = "synthetic://?seed=4&width=64&height=48&fps=20&objects=2"
 
@@ -26,7 +23,7 @@ def test_unpaced_scene_matches_the_generator_and_ends() -> None:
     t0 = time.monotonic()
     source.run(frames.append, threading.Event())
     assert time.monotonic() - t0 < 1.5  # paced at 20 fps it would take 1.95 s
-    scene = synthetic.SyntheticScene.from_url(URL + "&frames=40")
+    scene = SyntheticScene.from_url(URL + "&frames=40")
     assert [f.seq for f in frames] == list(range(40))
     for f in frames:
         assert f.pts == pytest.approx(scene.time(f.seq))
