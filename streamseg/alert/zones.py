@@ -40,7 +40,9 @@ class _ZoneTracking(RuleBase):
         get = self.inside.get
         prev = np.fromiter((get(i, UNKNOWN) for i in ids), np.int8, len(ids))
         now_in = self.membership.step(view, idx, prev)
-        changed = np.flatnonzero(now_in != (prev == IN))
+        # A track seen for the first time is stored either way, so that its
+        # next frames use the hysteresis and it is never again "first seen".
+        changed = np.flatnonzero((now_in != (prev == IN)) | (prev == UNKNOWN))
         for k in changed.tolist():
             self.inside[ids[k]] = IN if now_in[k] else OUT
         return idx, prev, now_in
