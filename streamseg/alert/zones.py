@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streamseg.alert.base import RuleBase
+from streamseg.alert.base import TIME_EPS, RuleBase
 from streamseg.alert.membership import IN, OUT, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
@@ -149,7 +149,7 @@ class DwellRule(_ZoneTracking):
         if len(inside):
             ids = view.ids[inside].tolist()
             since = np.fromiter((self.since.get(t, now) for t in ids), np.float64, len(ids))
-            due = np.flatnonzero(now - since >= self.seconds)
+            due = np.flatnonzero(now - since >= self.seconds - TIME_EPS)
             for k in due.tolist():
                 events += self._maybe_fire(view, int(inside[k]), now - float(since[k]))
         for _, tid, _ in self._drop_removed(view):
@@ -159,7 +159,7 @@ class DwellRule(_ZoneTracking):
     def _maybe_fire(self, view: TrackView, i: int, dwell: float) -> list[Event]:
         tid = int(view.ids[i])
         last = self.fired.get(tid)
-        if last is not None and (self.repeat is None or dwell - last < self.repeat):
+        if last is not None and (self.repeat is None or dwell - last < self.repeat - TIME_EPS):
             return []
         if not self.cooled(tid, "dwell", view.frame.time):
             return []
@@ -212,9 +212,9 @@ class CrowdingRule(_ZoneTracking):
             self.above_since = None
             return []
         self.above_since = now if self.above_since is None else self.above_since
-        if now - self.above_since < self.min_duration:
+        if now - self.above_since < self.min_duration - TIME_EPS:
             return []
-        if self.last_event is not None and now - self.last_event < self.cooldown:
+        if self.last_event is not None and now - self.last_event < self.cooldown - TIME_EPS:
             return []
         self.crowded_since = now
         self.last_event = now
