@@ -1,4 +1,4 @@
-"""The ByteTrack-style tracker: association rounds, life cycle, occlusion, cameras, masks, labels."""
+"""The ByteTrack-style tracker: rounds, life cycle, occlusion, cameras, masks, labels."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_low_score_detection_keeps_a_track_in_round_two() -> None:
 
 def test_low_score_round_needs_more_overlap() -> None:
     d = Driver(low_match_iou=0.5)
-    for i in range(3):
+    for _i in range(3):
         d.step([[10, 10, 40, 40]])
     # IoU([10,10,40,40], [25,10,55,40]) = 1/3 < 0.5: not taken in round two.
     d.step([[25, 10, 55, 40]], scores=[0.3])
@@ -181,7 +181,7 @@ def test_crossing_objects_keep_their_ids() -> None:
 
 def test_cameras_have_separate_state() -> None:
     d = Driver()
-    for i in range(3):
+    for _i in range(3):
         d.step([[10, 10, 40, 40]], camera="a")
         d.seq -= 1
         d.step([[10, 10, 40, 40], [100, 10, 130, 40]], camera="b")
