@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--channels-last", action="store_true", help="channels-last convs")
     parser.add_argument("--num-classes", type=int, help="classes with background (random weights)")
+    parser.add_argument(
+        "--parts",
+        help="comma-separated dense parts to compile (default: all), e.g. backbone,rpn.head",
+    )
     parser.add_argument("--min-size", type=int, help="the model's resize: shorter side")
     parser.add_argument("--max-size", type=int, help="the model's resize: longest side cap")
     parser.epilog = "exit codes: 0 written, 1 failed, 2 bad arguments"
@@ -49,7 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
     from streamseg.segment import load_model
-    from streamseg.segment.backends.aot import export_package
     from streamseg.segment.segmenter import resolve_device
 
     size = parse_size(args.size)
@@ -74,7 +77,20 @@ def run(args: argparse.Namespace) -> int:
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     started = time.perf_counter()
-    info = export_package(
+    parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
+    try:
+        info = _export(model, args, size, parts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    report = {**info, "out": args.out, "compile_s": round(time.perf_counter() - started, 1)}
+    print(json.dumps(report, indent=2))
+    return EXIT_OK
+
+
+def _export(model: Any, args: argparse.Namespace, size: tuple[int, int], parts: Any) -> Any:
+    from streamseg.segment.backends.aot import export_package
+
+    return export_package(
         model,
         arch=args.arch,
         frame_size=size,
@@ -82,7 +98,5 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         precision=args.precision,
         channels_last=args.channels_last,
+        parts=parts,
     )
-    report = {**info, "out": args.out, "compile_s": round(time.perf_counter() - started, 1)}
-    print(json.dumps(report, indent=2))
-    return EXIT_OK

@@ -36,6 +36,7 @@ __all__ = [
     "dense_parts",
     "install",
     "next_bucket",
+    "select_parts",
     "uninstall",
 ]
 
@@ -81,6 +82,20 @@ def dense_parts(model: nn.Module) -> list[DensePart]:
             f"({', '.join(p for p, _ in table)}); use backend: eager"
         )
     return parts
+
+
+def select_parts(available: list[DensePart], paths: Sequence[str] | None) -> list[DensePart]:
+    """The parts named in ``paths`` (all when ``None``), in forward order."""
+    if paths is None:
+        return available
+    known = [p.path for p in available]
+    unknown = [p for p in paths if p not in known]
+    if unknown or not paths:
+        raise ValueError(
+            f"unknown dense part(s) {', '.join(unknown) or '(none given)'}; "
+            f"valid: {', '.join(known)}"
+        )
+    return [p for p in available if p.path in paths]
 
 
 def _get(model: nn.Module, path: str) -> nn.Module | None:

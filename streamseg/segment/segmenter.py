@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -74,6 +74,8 @@ class Segmenter:
             ``tensorrt`` (see :mod:`streamseg.segment.backends`).
         channels_last: run convolutions in channels-last memory format.
         aot_package: the ``.pt2`` file of ``streamseg export`` (backend ``aot``).
+        compiled_parts: backends ``inductor``/``tensorrt``: compile only these
+            dense parts (e.g. ``("backbone",)``); default all.
         model_options: ``build_model`` options (``num_classes``,
             ``score_threshold``, ``min_size``, ...).
 
@@ -91,6 +93,7 @@ class Segmenter:
         backend: str = "eager",
         channels_last: bool = False,
         aot_package: str | None = None,
+        compiled_parts: Sequence[str] | None = None,
         **model_options: Any,
     ) -> None:
         if precision not in PRECISIONS:
@@ -99,6 +102,12 @@ class Segmenter:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.arch = arch
         self.device = resolve_device(device, backend)
+        if backend == "tensorrt":  # before building a model it could not run
+            from streamseg.segment.backends.tensorrt import tensorrt_problems
+
+            problems = tensorrt_problems(self.device)
+            if problems:
+                raise RuntimeError("backend 'tensorrt' cannot run: " + "; ".join(problems))
         self.precision = precision
         self.channels_last = channels_last
         self.weights = weights
@@ -114,7 +123,7 @@ class Segmenter:
             device=self.device,
             precision=precision,
             channels_last=channels_last,
-            options={"aot_package": aot_package},
+            options={"aot_package": aot_package, "compiled_parts": compiled_parts},
         )
 
     @property

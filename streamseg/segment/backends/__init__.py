@@ -38,14 +38,15 @@ def build_backend(
 ) -> Backend:
     """The backend ``name`` around ``model`` (already on ``device``, eval mode).
 
-    ``options``: backend-specific settings (``aot_package`` for ``aot``).
+    ``options``: backend-specific settings: ``aot_package`` (``aot``),
+    ``compiled_parts`` (``inductor``/``tensorrt``: dense-part paths, default all).
     """
     if name == "eager":
         return EagerBackend()
     if name == "inductor":
         from streamseg.segment.backends.inductor import InductorBackend
 
-        return InductorBackend(model, device=device)
+        return InductorBackend(model, device=device, parts=options.get("compiled_parts"))
     if name == "aot":
         from streamseg.segment.backends.aot import AotBackend
 
@@ -60,5 +61,7 @@ def build_backend(
     if name == "tensorrt":
         from streamseg.segment.backends.tensorrt import TensorRTBackend
 
-        return TensorRTBackend(model, device=device, precision=precision)
+        return TensorRTBackend(
+            model, device=device, precision=precision, parts=options.get("compiled_parts")
+        )
     raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")

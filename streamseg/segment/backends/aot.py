@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,7 @@ def export_package(
     out: str | Path,
     precision: str = "fp32",
     channels_last: bool = False,
+    parts: Sequence[str] | None = None,
 ) -> PackageInfo:
     """Compile ``model``'s dense parts into the AOTInductor package ``out``.
 
@@ -88,6 +89,8 @@ def export_package(
         frame_size: ``(H, W)`` of the camera frames; the package's input is
             their resized and padded size.
         batch: the static number of images per forward pass.
+        parts: paths of the dense parts to compile (default: all); the others
+            stay eager at run time.
 
     Returns:
         the package metadata.
@@ -96,8 +99,8 @@ def export_package(
     spec: InputSpec = model.input_spec  # type: ignore[assignment]
     image_size = resized_size(*frame_size, spec.min_size, spec.max_size)
     input_size = padded_size([image_size], spec.size_divisibility)
-    parts = dense.dense_parts(model)
-    examples = _record_inputs(model, parts, batch, image_size, input_size, channels_last)
+    chosen = dense.select_parts(dense.dense_parts(model), parts)
+    examples = _record_inputs(model, chosen, batch, image_size, input_size, channels_last)
     info = PackageInfo(
         format=FORMAT,
         arch=arch,
@@ -109,12 +112,12 @@ def export_package(
         precision=precision,
         device=device.type,
         channels_last=channels_last,
-        parts=[[p.path, p.kind] for p in parts],
+        parts=[[p.path, p.kind] for p in chosen],
         torch=torch.__version__,
     )
     metadata = {"streamseg": json.dumps(info)}
     files: dict[str, Any] = {}
-    for part in parts:
+    for part in chosen:
         log.info("export: compiling %s", part.path)
         files[part.name] = _compile_part(part, examples[part.path], device, precision, metadata)
     from torch._inductor.package import package_aoti
@@ -220,6 +223,23 @@ def read_package_info(path: str | Path, first_part: str) -> tuple[PackageInfo, A
     return PackageInfo(json.loads(raw)), runner
 
 
+def _first_part(package: str, available: list[dense.DensePart]) -> str:
+    """The name of one part the package holds (packages list theirs in the archive)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(package) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(
+            f"aot_package {package} is not a .pt2 archive ({exc}); {_EXPORT_HINT}"
+        ) from None
+    for part in available:
+        if any(f"/aotinductor/{part.name}/" in name for name in names):
+            return part.name
+    raise ValueError(f"aot_package {package} holds no part of this model; {_EXPORT_HINT}")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -244,10 +264,12 @@ class AotBackend(Backend):
             raise ValueError(f"backend 'aot' needs model.aot_package (a .pt2 file); {_EXPORT_HINT}")
         if not Path(package).is_file():
             raise ValueError(f"aot_package {package} does not exist; {_EXPORT_HINT}")
-        self.parts = dense.dense_parts(model)
-        self.info, first = read_package_info(package, self.parts[0].name)
+        available = dense.dense_parts(model)
+        self.info, first = read_package_info(package, _first_part(package, available))
         self.package = str(package)
-        self._check(arch, device, precision, channels_last)
+        self._check(arch, device, precision, channels_last, available)
+        packaged = {path for path, _ in self.info["parts"]}
+        self.parts = [p for p in available if p.path in packaged]
         self.runners = {self.parts[0].name: first}
         from torch._inductor.package import load_package
 
@@ -267,20 +289,30 @@ class AotBackend(Backend):
             dense.install(part, static)
         log.info("aot: %s (%s)", self.package, _describe(self.info))
 
-    def _check(self, arch: str, device: torch.device, precision: str, channels_last: bool) -> None:
+    def _check(
+        self,
+        arch: str,
+        device: torch.device,
+        precision: str,
+        channels_last: bool,
+        available: list[dense.DensePart],
+    ) -> None:
         info = self.info
         expected = {
             "arch": arch,
             "device": device.type,
             "precision": precision,
             "channels_last": channels_last,
-            "parts": [[p.path, p.kind] for p in self.parts],
         }
         wrong = [
             f"{k}: package {info.get(k)!r}, model {v!r}"
             for k, v in expected.items()
             if info.get(k) != v
         ]
+        model_parts = {p.path: p.kind for p in available}
+        for path, kind in info.get("parts", []):
+            if model_parts.get(path) != kind:
+                wrong.append(f"part {path} ({kind}) is not a dense part of the model")
         if wrong:
             raise ValueError(
                 f"aot_package {self.package} was exported for another set-up ({'; '.join(wrong)}); "

@@ -9,6 +9,9 @@ mask paste stay eager. Shapes are kept few and static:
   fixed cameras settles on one shape after its first full batch;
 * RoIs: padded up to a power of two (8, 16, ..., 1024, ...).
 
+``compiled_parts`` (a Segmenter option) limits compilation to some parts,
+e.g. ``("backbone",)``: less to compile, the rest eager.
+
 Each new shape compiles once (tens of seconds on a small CPU, logged).
 Weights are not frozen into the compiled code (parameters stay inputs), so
 a hot swap that copies new weights in place needs no recompilation.
@@ -17,7 +20,7 @@ a hot swap that copies new weights in place needs no recompilation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -50,8 +53,10 @@ class InductorBackend(Backend):
 
     name = "inductor"
 
-    def __init__(self, model: nn.Module, *, device: torch.device) -> None:
-        self.parts = dense.dense_parts(model)
+    def __init__(
+        self, model: nn.Module, *, device: torch.device, parts: Sequence[str] | None = None
+    ) -> None:
+        self.parts = dense.select_parts(dense.dense_parts(model), parts)
         self.device = device
         self._size = (0, 0)
         _raise_recompile_limit()

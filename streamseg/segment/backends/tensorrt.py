@@ -9,7 +9,7 @@ their weights, so a hot swap rebuilds them (on the next batch of each shape).
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -48,14 +48,21 @@ class TensorRTBackend(InductorBackend):
 
     name = "tensorrt"
 
-    def __init__(self, model: nn.Module, *, device: torch.device, precision: str) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        device: torch.device,
+        precision: str,
+        parts: Sequence[str] | None = None,
+    ) -> None:
         problems = tensorrt_problems(device)
         if problems:
             raise RuntimeError("backend 'tensorrt' cannot run: " + "; ".join(problems))
         import torch_tensorrt  # noqa: F401  (registers the "tensorrt" torch.compile backend)
 
         self.precision = precision
-        super().__init__(model, device=device)
+        super().__init__(model, device=device, parts=parts)
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         options: dict[str, Any] = {
