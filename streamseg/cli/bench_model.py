@@ -8,7 +8,9 @@ Prints one JSON object: ``latency_ms`` (``p50``, ``p90``, ``mean``, ``min``
 per batch), ``fps`` (frames per second over the timed batches),
 ``peak_rss_mb``, ``warmup_s`` (untimed first batches, compilation included),
 ``setup_s`` (building the model and backend), ``detections_per_frame`` and
-the settings. Exit codes: 0 done, 1 the run failed, 2 bad arguments.
+the settings. ``--compare eager,inductor,aot`` times several backends in
+turn on the same batches (fair on a shared, busy machine) and adds
+``speedup_p50`` over the first. Exit codes: 0 done, 1 the run failed, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", default="eager", choices=("eager", "inductor", "aot", "tensorrt")
     )
+    parser.add_argument(
+        "--compare",
+        help="comma-separated backends timed in turn on the same batches, e.g. "
+        "eager,inductor,aot (fair on a shared machine); the first is the baseline",
+    )
     parser.add_argument("--aot-package", help="the .pt2 of `streamseg export` (--backend aot)")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     from streamseg.models.checkpoint import CheckpointError
     from streamseg.segment import Segmenter
-    from streamseg.segment.bench import bench_segmenter, synthetic_batches
+    from streamseg.segment.bench import bench_interleaved, bench_segmenter, synthetic_batches
 
     size = parse_size(args.size)
     if args.batch < 1 or args.iters < 1 or args.warmup < 0:
@@ -70,28 +77,36 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.score_threshold is not None:
         options["score_threshold"] = args.score_threshold
+    backends = [b.strip() for b in (args.compare or args.backend).split(",") if b.strip()]
+    segmenters = {}
     started = time.perf_counter()
-    try:
-        segmenter = Segmenter(
-            arch=args.arch,
-            weights=args.weights,
-            device=args.device,
-            precision=args.precision,
-            backend=args.backend,
-            channels_last=args.channels_last,
-            aot_package=args.aot_package,
-            **options,
-        )
-    except (ValueError, CheckpointError, RuntimeError) as exc:
-        raise UsageError(str(exc)) from None
+    for backend in backends:
+        try:
+            segmenters[backend] = Segmenter(
+                arch=args.arch,
+                weights=args.weights,
+                device=args.device,
+                precision=args.precision,
+                backend=backend,
+                channels_last=args.channels_last,
+                aot_package=args.aot_package,
+                **options,
+            )
+        except (ValueError, CheckpointError, RuntimeError) as exc:
+            raise UsageError(str(exc)) from None
     setup_s = time.perf_counter() - started
     batches = synthetic_batches(size, args.batch, min(args.iters, 8), device=args.device)
-    result = bench_segmenter(segmenter, batches, iters=args.iters, warmup=args.warmup)
-    input_size = list(segmenter.prepare(batches[0].images).images.shape[-2:])
-    segmenter.close()
+    first = next(iter(segmenters.values()))
+    if args.compare:
+        result = bench_interleaved(segmenters, batches, iters=args.iters, warmup=args.warmup)
+    else:
+        result = bench_segmenter(first, batches, iters=args.iters, warmup=args.warmup)
+    input_size = list(first.prepare(batches[0].images).images.shape[-2:])
+    for segmenter in segmenters.values():
+        segmenter.close()
     report = {
         "arch": args.arch,
-        "backend": args.backend,
+        "backend": ",".join(backends),
         "precision": args.precision,
         "device": args.device,
         "channels_last": args.channels_last,

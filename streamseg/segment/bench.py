@@ -18,7 +18,7 @@ import torch
 from streamseg.segment.segmenter import Segmenter
 from streamseg.types import Frame, FrameBatch
 
-__all__ = ["bench_segmenter", "synthetic_batches"]
+__all__ = ["bench_interleaved", "bench_segmenter", "synthetic_batches"]
 
 
 def synthetic_batches(
@@ -52,6 +52,57 @@ def _percentile(values: list[float], q: float) -> float:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def _stats(latencies: list[float], frames_per_batch: int) -> dict[str, Any]:
+    return {
+        "latency_ms": {
+            "p50": round(_percentile(latencies, 50) * 1000, 2),
+            "p90": round(_percentile(latencies, 90) * 1000, 2),
+            "mean": round(statistics.fmean(latencies) * 1000, 2),
+            "min": round(min(latencies) * 1000, 2),
+        },
+        "fps": round(frames_per_batch * len(latencies) / sum(latencies), 3),
+        "fps_p50": round(frames_per_batch / _percentile(latencies, 50), 3),
+    }
+
+
+def bench_interleaved(
+    segmenters: dict[str, Segmenter], batches: list[FrameBatch], *, iters: int, warmup: int
+) -> dict[str, Any]:
+    """Time several segmenters on the same batches, one batch each in turn.
+
+    Interleaving makes the comparison fair on a machine whose load changes
+    during the run (other processes on a shared CPU). Returns per-name
+    results and each one's p50 speed-up over the first.
+    """
+    warmup_s: dict[str, float] = {}
+    for name, seg in segmenters.items():
+        started = time.perf_counter()
+        for i in range(warmup):
+            seg.segment(batches[i % len(batches)])
+        _sync(seg.device)
+        warmup_s[name] = round(time.perf_counter() - started, 2)
+    latencies: dict[str, list[float]] = {name: [] for name in segmenters}
+    for i in range(iters):
+        batch = batches[i % len(batches)]
+        for name, seg in segmenters.items():
+            t0 = time.perf_counter()
+            seg.segment(batch)
+            _sync(seg.device)
+            latencies[name].append(time.perf_counter() - t0)
+    per_batch = len(batches[0])
+    results = {
+        name: {**_stats(lat, per_batch), "warmup_s": warmup_s[name]}
+        for name, lat in latencies.items()
+    }
+    base = _percentile(next(iter(latencies.values())), 50)
+    speedup = {name: round(base / _percentile(lat, 50), 3) for name, lat in latencies.items()}
+    return {
+        "results": results,
+        "speedup_p50": speedup,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
 
 
 def bench_segmenter(

@@ -38,3 +38,15 @@ def test_bad_arguments_exit_2_with_the_reason(cli, args: list[str], message: str
     out = cli("bench", "model", "--arch", "maskrcnn_small", "--iters", "1", *args)
     assert out.returncode == 2
     assert re.search(message, out.stderr), out.stderr
+
+
+def test_compare_times_backends_in_turn(cli) -> None:  # type: ignore[no-untyped-def]
+    out = cli(
+        "bench", "model", "--arch", "maskrcnn_small", "--size", "90x160", "--iters", "2",
+        "--warmup", "0", "--compare", "eager",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["backend"] == "eager"
+    assert report["speedup_p50"] == {"eager": 1.0}
+    assert report["results"]["eager"]["latency_ms"]["p50"] > 0
