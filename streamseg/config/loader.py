@@ -82,6 +82,9 @@ def _resolve_paths(config: PipelineConfig, base_dir: Path) -> PipelineConfig:
     model = config.model
     if model.weights is not None:
         model = model.model_copy(update={"weights": str(resolve_path(model.weights, base_dir))})
+    if model.aot_package is not None:
+        package = str(resolve_path(model.aot_package, base_dir))
+        model = model.model_copy(update={"aot_package": package})
     cameras = [
         cam.model_copy(update={"url": str(resolve_path(cam.url, base_dir))})
         if "://" not in cam.url
@@ -100,6 +103,7 @@ def _semantic_checks(data: Any, base_dir: Path) -> list[ConfigIssue]:
     model = data.get("model")
     if isinstance(model, Mapping):
         issues += _weights_check(model, base_dir)
+        issues += _aot_package_check(model, base_dir)
     return issues
 
 
@@ -145,6 +149,23 @@ def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue
             loc=("model", "weights"),
             hint="fix the path (relative to the pipeline.yaml), or set "
             "`missing_weights: random` to run a demo with random weights",
+        )
+    ]
+
+
+def _aot_package_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue]:
+    package = model.get("aot_package")
+    if not isinstance(package, str) or model.get("backend") != "aot":
+        return []
+    path = resolve_path(package, base_dir)
+    if path.is_file():
+        return []
+    return [
+        ConfigIssue(
+            f"aot_package not found: {path}",
+            loc=("model", "aot_package"),
+            hint="write it with `streamseg export --arch A --weights W --size HxW --batch N "
+            "--out F.pt2` (path relative to the pipeline.yaml)",
         )
     ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -30,7 +30,8 @@ class ModelConfig(StrictModel):
     Thresholds left out (``null``) keep the model's own defaults.
     ``hot_swap``: ``streamseg swap`` requests on Redis load new weights
     between two batches; ``watch_weights``: so does a change of the
-    ``weights`` file.
+    ``weights`` file. ``backend: aot`` runs the package in ``aot_package``
+    (written by ``streamseg export`` for this arch, batch size and frame size).
     """
 
     arch: str = "maskrcnn_small"
@@ -46,6 +47,10 @@ class ModelConfig(StrictModel):
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     backend: Literal["eager", "inductor", "aot", "tensorrt"] = "eager"
     channels_last: bool = False
+    aot_package: str | None = Field(
+        default=None,
+        description="backend aot: the .pt2 file of `streamseg export` (relative to this file)",
+    )
     batch_size: int = Field(default=4, ge=1, le=256)
     max_wait_ms: float = Field(
         default=20.0, ge=0, le=10_000, description="longest wait to fill a batch"
@@ -88,11 +93,16 @@ class ModelConfig(StrictModel):
             raise ValueError("max_size must be >= min_size")
         if self.backend == "tensorrt" and not self.device.startswith("cuda"):
             raise ValueError("backend 'tensorrt' needs device 'cuda'")
+        if self.backend == "aot" and not self.aot_package:
+            raise ValueError(
+                "backend 'aot' needs aot_package: the .pt2 file written by "
+                "`streamseg export --arch A --weights W --size HxW --batch N --out F.pt2`"
+            )
         return self
 
-    def segmenter_options(self, weights: str | None) -> dict[str, object]:
+    def segmenter_options(self, weights: str | None) -> dict[str, Any]:
         """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out."""
-        opts: dict[str, object] = {
+        opts: dict[str, Any] = {
             "arch": self.arch,
             "weights": weights,
             "device": self.device,
@@ -114,4 +124,6 @@ class ModelConfig(StrictModel):
                 opts[name] = value
         if self.class_names is not None:
             opts["class_names"] = tuple(self.class_names)
+        if self.backend == "aot":
+            opts["aot_package"] = self.aot_package
         return opts

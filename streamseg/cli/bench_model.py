@@ -1,0 +1,125 @@
+"""``streamseg bench model``: latency and throughput of one model, as JSON.
+
+Example::
+
+    streamseg bench model --arch maskrcnn_small --size 360x640 --batch 1 --backend inductor
+
+Prints one JSON object: ``latency_ms`` (``p50``, ``p90``, ``mean``, ``min``
+per batch), ``fps`` (frames per second over the timed batches),
+``peak_rss_mb``, ``warmup_s`` (untimed first batches, compilation included),
+``setup_s`` (building the model and backend), ``detections_per_frame`` and
+the settings. ``--compare eager,inductor,aot`` times several backends in
+turn on the same batches (fair on a shared, busy machine) and adds
+``speedup_p50`` over the first. Exit codes: 0 done, 1 the run failed, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from streamseg.cli import EXIT_OK, UsageError
+
+__all__ = ["add_arguments", "parse_size", "run"]
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"360x640"`` -> ``(360, 640)`` (height x width)."""
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--size must be HEIGHTxWIDTH like 360x640, got {text!r}") from None
+    if h < 16 or w < 16 or h > 8192 or w > 8192:
+        raise UsageError(f"--size {text}: height and width must be within 16..8192")
+    return (h, w)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", default="maskrcnn_small", help="model architecture")
+    parser.add_argument("--weights", help="checkpoint (default: random weights)")
+    parser.add_argument("--size", default="360x640", help="frame size HEIGHTxWIDTH")
+    parser.add_argument("--batch", type=int, default=1, help="frames per forward pass")
+    parser.add_argument(
+        "--backend", default="eager", choices=("eager", "inductor", "aot", "tensorrt")
+    )
+    parser.add_argument(
+        "--compare",
+        help="comma-separated backends timed in turn on the same batches, e.g. "
+        "eager,inductor,aot (fair on a shared machine); the first is the baseline",
+    )
+    parser.add_argument("--aot-package", help="the .pt2 of `streamseg export` (--backend aot)")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--channels-last", action="store_true", help="channels-last convs")
+    parser.add_argument("--iters", type=int, default=20, help="timed batches")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
+    parser.add_argument(
+        "--score-threshold", type=float, help="model score threshold (default: the model's)"
+    )
+    parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments"
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from streamseg.models.checkpoint import CheckpointError
+    from streamseg.segment import Segmenter
+    from streamseg.segment.bench import bench_interleaved, bench_segmenter, synthetic_batches
+
+    size = parse_size(args.size)
+    if args.batch < 1 or args.iters < 1 or args.warmup < 0:
+        raise UsageError("--batch and --iters must be >= 1, --warmup >= 0")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    options: dict[str, Any] = {}
+    if args.score_threshold is not None:
+        options["score_threshold"] = args.score_threshold
+    backends = [b.strip() for b in (args.compare or args.backend).split(",") if b.strip()]
+    segmenters = {}
+    started = time.perf_counter()
+    for backend in backends:
+        try:
+            segmenters[backend] = Segmenter(
+                arch=args.arch,
+                weights=args.weights,
+                device=args.device,
+                precision=args.precision,
+                backend=backend,
+                channels_last=args.channels_last,
+                aot_package=args.aot_package,
+                **options,
+            )
+        except (ValueError, CheckpointError, RuntimeError) as exc:
+            raise UsageError(str(exc)) from None
+    setup_s = time.perf_counter() - started
+    batches = synthetic_batches(size, args.batch, min(args.iters, 8), device=args.device)
+    first = next(iter(segmenters.values()))
+    if args.compare:
+        result = bench_interleaved(segmenters, batches, iters=args.iters, warmup=args.warmup)
+    else:
+        result = bench_segmenter(first, batches, iters=args.iters, warmup=args.warmup)
+    input_size = list(first.prepare(batches[0].images).images.shape[-2:])
+    for segmenter in segmenters.values():
+        segmenter.close()
+    report = {
+        "arch": args.arch,
+        "backend": ",".join(backends),
+        "precision": args.precision,
+        "device": args.device,
+        "channels_last": args.channels_last,
+        "batch": args.batch,
+        "size": list(size),
+        "input_size": input_size,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "weights": args.weights,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "setup_s": round(setup_s, 2),
+        **result,
+    }
+    print(json.dumps(report, indent=2))
+    return EXIT_OK

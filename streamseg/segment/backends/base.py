@@ -1,0 +1,37 @@
+"""What every backend offers the Segmenter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torch import Tensor
+
+__all__ = ["Backend", "EagerBackend"]
+
+
+class Backend:
+    """The base: eager PyTorch; compiled backends override what they change.
+
+    Attributes:
+        name: ``eager``, ``inductor``, ``aot`` or ``tensorrt``.
+    """
+
+    name = "eager"
+
+    def input_size(self, padded: tuple[int, int]) -> tuple[int, int] | None:
+        """The fixed ``(H, W)`` to pad a batch whose own padded size is ``padded`` to.
+
+        ``None``: no fixed size (eager). Raises ``ValueError`` when the frames
+        are too large for a compiled model.
+        """
+        return None
+
+    def weights_loaded(self, state: Mapping[str, Tensor]) -> None:
+        """Called after new weights were copied into the model (hot swap)."""
+
+    def close(self) -> None:
+        """Release what the backend holds (compiled code, packages)."""
+
+
+class EagerBackend(Backend):
+    """Plain PyTorch: nothing to compile."""

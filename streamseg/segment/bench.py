@@ -1,0 +1,142 @@
+"""Model-only benchmark: latency per batch and frames per second of a Segmenter.
+
+Frames come from the synthetic scene generator (textured moving shapes),
+one scene per camera, so a batch of ``N`` holds ``N`` cameras. The first
+``warmup`` batches are not timed (compilation for ``inductor`` happens
+there); their total time is reported as ``warmup_s``.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from typing import Any
+
+import torch
+
+from streamseg.segment.segmenter import Segmenter
+from streamseg.types import Frame, FrameBatch
+
+__all__ = ["bench_interleaved", "bench_segmenter", "synthetic_batches"]
+
+
+def synthetic_batches(
+    size: tuple[int, int], batch: int, count: int, *, device: str = "cpu"
+) -> list[FrameBatch]:
+    """``count`` batches of ``batch`` synthetic frames (one scene per camera)."""
+    from streamseg.ingest.synthetic import SyntheticScene
+
+    scenes = [SyntheticScene(seed=cam, height=size[0], width=size[1]) for cam in range(batch)]
+    out = []
+    for i in range(count):
+        frames = tuple(
+            Frame(
+                camera_id=f"cam{cam}",
+                seq=i,
+                pts=scene.time(i),
+                capture_time=time.time(),
+                image=scene.frame(i).image.to(device),
+            )
+            for cam, scene in enumerate(scenes)
+        )
+        out.append(FrameBatch(frames))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    data = sorted(values)
+    return data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _stats(latencies: list[float], frames_per_batch: int) -> dict[str, Any]:
+    return {
+        "latency_ms": {
+            "p50": round(_percentile(latencies, 50) * 1000, 2),
+            "p90": round(_percentile(latencies, 90) * 1000, 2),
+            "mean": round(statistics.fmean(latencies) * 1000, 2),
+            "min": round(min(latencies) * 1000, 2),
+        },
+        "fps": round(frames_per_batch * len(latencies) / sum(latencies), 3),
+        "fps_p50": round(frames_per_batch / _percentile(latencies, 50), 3),
+    }
+
+
+def bench_interleaved(
+    segmenters: dict[str, Segmenter], batches: list[FrameBatch], *, iters: int, warmup: int
+) -> dict[str, Any]:
+    """Time several segmenters on the same batches, one batch each in turn.
+
+    Interleaving makes the comparison fair on a machine whose load changes
+    during the run (other processes on a shared CPU). Returns per-name
+    results and each one's p50 speed-up over the first.
+    """
+    warmup_s: dict[str, float] = {}
+    for name, seg in segmenters.items():
+        started = time.perf_counter()
+        for i in range(warmup):
+            seg.segment(batches[i % len(batches)])
+        _sync(seg.device)
+        warmup_s[name] = round(time.perf_counter() - started, 2)
+    latencies: dict[str, list[float]] = {name: [] for name in segmenters}
+    for i in range(iters):
+        batch = batches[i % len(batches)]
+        for name, seg in segmenters.items():
+            t0 = time.perf_counter()
+            seg.segment(batch)
+            _sync(seg.device)
+            latencies[name].append(time.perf_counter() - t0)
+    per_batch = len(batches[0])
+    results = {
+        name: {**_stats(lat, per_batch), "warmup_s": warmup_s[name]}
+        for name, lat in latencies.items()
+    }
+    base = _percentile(next(iter(latencies.values())), 50)
+    speedup = {name: round(base / _percentile(lat, 50), 3) for name, lat in latencies.items()}
+    return {
+        "results": results,
+        "speedup_p50": speedup,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def bench_segmenter(
+    segmenter: Segmenter, batches: list[FrameBatch], *, iters: int, warmup: int
+) -> dict[str, Any]:
+    """Run ``warmup`` untimed then ``iters`` timed batches (cycling ``batches``)."""
+    device = segmenter.device
+    started = time.perf_counter()
+    for i in range(warmup):
+        segmenter.segment(batches[i % len(batches)])
+    _sync(device)
+    warmup_s = time.perf_counter() - started
+    latencies, detections = [], []
+    for i in range(iters):
+        batch = batches[i % len(batches)]
+        t0 = time.perf_counter()
+        results = segmenter.segment(batch)
+        _sync(device)
+        latencies.append(time.perf_counter() - t0)
+        detections += [len(r) for r in results]
+    frames = iters * len(batches[0])
+    out: dict[str, Any] = {
+        "latency_ms": {
+            "p50": round(_percentile(latencies, 50) * 1000, 2),
+            "p90": round(_percentile(latencies, 90) * 1000, 2),
+            "mean": round(statistics.fmean(latencies) * 1000, 2),
+            "min": round(min(latencies) * 1000, 2),
+        },
+        "fps": round(frames / sum(latencies), 3),
+        "fps_p50": round(len(batches[0]) / _percentile(latencies, 50), 3),
+        "warmup_s": round(warmup_s, 2),
+        "detections_per_frame": round(statistics.fmean(detections), 2) if detections else 0.0,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    if device.type == "cuda":
+        out["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return out

@@ -1,0 +1,267 @@
+"""The Segmenter: frames of several cameras in, per-frame ``Instances`` out.
+
+Example::
+
+    >>> from streamseg.segment import Segmenter
+    >>> seg = Segmenter(arch="maskrcnn_small")            # random weights
+    >>> results = seg.segment(batch)                       # doctest: +SKIP
+    >>> results[0].boxes, results[0].masks.shape           # doctest: +SKIP
+
+One call runs preprocessing (resize, normalise, pad: one tensor for the whole
+batch), the model's dense part through the chosen backend, and the model's
+post-processing, which returns boxes in frame pixels and ``bool`` masks at
+frame resolution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from streamseg.models import InputSpec
+from streamseg.models.checkpoint import CheckpointError
+from streamseg.segment.backends import BACKENDS, Backend, build_backend
+from streamseg.segment.preprocess import ModelInput, padded_size, preprocess
+from streamseg.types import FrameBatch, Instances
+
+__all__ = ["PRECISIONS", "Segmenter", "load_model"]
+
+log = logging.getLogger("streamseg.segment")
+
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load_model(
+    arch: str, weights: str | None, options: dict[str, Any]
+) -> tuple[nn.Module, tuple[str, ...]]:
+    """Build ``arch`` (eval mode, CPU) with ``weights`` and its class names.
+
+    ``weights`` may be a streamseg trainer checkpoint (its meta rebuilds the
+    model; ``options`` override it), a torchvision ``.pth`` or a detectron2
+    ``.pkl`` (the model's own converter), or ``None`` for random weights.
+
+    Raises:
+        CheckpointError: the file is missing, unreadable or does not fit.
+    """
+    if weights is None:
+        from streamseg.models import build_model
+
+        model = build_model(arch, **options)
+        names = tuple(getattr(model, "class_names", ()))
+    else:
+        from streamseg.train.modeling import load_trained_model
+
+        model, names = load_trained_model(str(weights), arch=arch, **options)
+    return model.eval(), names
+
+
+class Segmenter:
+    """Instance segmentation of frame batches.
+
+    Args:
+        arch: a ``streamseg.models`` architecture (``maskrcnn_small``, ...).
+        weights: checkpoint path (trainer, torchvision ``.pth``, detectron2
+            ``.pkl``); ``None``: random weights.
+        device: ``cpu``, ``cuda`` or ``cuda:N``.
+        precision: ``fp32``, or ``bf16``/``fp16`` autocast.
+        backend: ``eager``, ``inductor``, ``aot`` (needs ``aot_package``) or
+            ``tensorrt`` (see :mod:`streamseg.segment.backends`).
+        channels_last: run convolutions in channels-last memory format.
+        aot_package: the ``.pt2`` file of ``streamseg export`` (backend ``aot``).
+        compiled_parts: backends ``inductor``/``tensorrt``: compile only these
+            dense parts (e.g. ``("backbone",)``); default all.
+        model_options: ``build_model`` options (``num_classes``,
+            ``score_threshold``, ``min_size``, ...).
+
+    ``segment`` and ``load_weights`` may be called from different threads;
+    a swap waits for the running batch.
+    """
+
+    def __init__(
+        self,
+        *,
+        arch: str,
+        weights: str | None = None,
+        device: str = "cpu",
+        precision: str = "fp32",
+        backend: str = "eager",
+        channels_last: bool = False,
+        aot_package: str | None = None,
+        compiled_parts: Sequence[str] | None = None,
+        **model_options: Any,
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.arch = arch
+        self.device = resolve_device(device, backend)
+        if backend == "tensorrt":  # before building a model it could not run
+            from streamseg.segment.backends.tensorrt import tensorrt_problems
+
+            problems = tensorrt_problems(self.device)
+            if problems:
+                raise RuntimeError("backend 'tensorrt' cannot run: " + "; ".join(problems))
+        self.precision = precision
+        self.channels_last = channels_last
+        self.weights = weights
+        self._options = dict(model_options)
+        self._lock = threading.Lock()
+        model, self._class_names = load_model(arch, weights, self._options)
+        self._model = self._place(model)
+        self._state: dict[str, Tensor] = dict(self._model.state_dict(keep_vars=True))
+        self.backend: Backend = build_backend(
+            backend,
+            self._model,
+            arch=arch,
+            device=self.device,
+            precision=precision,
+            channels_last=channels_last,
+            options={"aot_package": aot_package, "compiled_parts": compiled_parts},
+        )
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Class names, ``__background__`` first (label ``i`` is ``class_names[i]``)."""
+        return self._class_names
+
+    @property
+    def input_spec(self) -> InputSpec:
+        spec: InputSpec = self._model.input_spec  # type: ignore[assignment]
+        return spec
+
+    @property
+    def model(self) -> nn.Module:
+        """The model (eval mode); its dense parts may run through the backend."""
+        return self._model
+
+    def _place(self, model: nn.Module) -> nn.Module:
+        model = model.to(self.device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model
+
+    def prepare(self, images: list[Tensor]) -> ModelInput:
+        """Preprocess ``uint8 (H, W, 3)`` frames into the model's input batch."""
+        spec = self.input_spec
+        own = padded_size(
+            [_resized(im, spec) for im in images],
+            spec.size_divisibility,
+        )
+        return preprocess(
+            images,
+            spec,
+            device=self.device,
+            pad_to=self.backend.input_size(own),
+            channels_last=self.channels_last,
+        )
+
+    def segment(self, batch: FrameBatch) -> list[Instances]:
+        """Segment every frame of ``batch`` in one forward pass.
+
+        Returns:
+            one :class:`Instances` per frame, in order: ``boxes`` float32
+            ``(N, 4)`` xyxy frame pixels, ``scores``, ``labels`` (``>= 1``),
+            ``masks`` bool ``(N, H, W)`` at the frame's resolution, on
+            ``device``.
+        """
+        if len(batch) == 0:
+            return []
+        with self._lock, torch.inference_mode():
+            inputs = self.prepare(batch.images)
+            with self._autocast():
+                outputs = self._model(inputs.images, inputs.image_sizes)
+            results: list[Instances] = self._model.postprocess(  # type: ignore[operator]
+                outputs, inputs.image_sizes, inputs.frame_sizes
+            )
+        return results
+
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        if self.precision == "fp32":
+            yield
+            return
+        with torch.autocast(self.device.type, dtype=PRECISIONS[self.precision]):
+            yield
+
+    def load_weights(self, path: str) -> None:
+        """Load new weights in place (hot swap) for the same arch and classes.
+
+        The checkpoint is read and checked completely before anything
+        changes, so a failure leaves the running weights untouched.
+
+        Raises:
+            CheckpointError: unreadable, another arch, or tensors of other
+                shapes (e.g. another ``num_classes``).
+        """
+        try:
+            model, names = load_model(self.arch, path, self._options)
+        except CheckpointError:
+            raise
+        except Exception as exc:  # e.g. a converter that fails on an odd file
+            raise CheckpointError(f"{path}: {type(exc).__name__}: {exc}") from None
+        new = model.state_dict()
+        _check_same_layout(self._state, new, path)
+        with self._lock, torch.no_grad():
+            for key, tensor in self._state.items():
+                tensor.copy_(new[key])
+            self.backend.weights_loaded(self._state)
+            if names and names != self._class_names:
+                log.warning("hot swap: class names now %s", ", ".join(names[1:]))
+                self._class_names = names
+            self.weights = path
+        log.info("model: now running weights %s", path)
+
+    def close(self) -> None:
+        """Release the backend (compiled code) and the model."""
+        with self._lock:
+            self.backend.close()
+
+
+def _resized(image: Tensor, spec: InputSpec) -> tuple[int, int]:
+    from streamseg.segment.preprocess import resized_size
+
+    return resized_size(int(image.shape[0]), int(image.shape[1]), spec.min_size, spec.max_size)
+
+
+def _check_same_layout(live: dict[str, Tensor], new: dict[str, Tensor], path: str) -> None:
+    missing = sorted(set(live) - set(new))
+    extra = sorted(set(new) - set(live))
+    shapes = [
+        f"{k}: {tuple(new[k].shape)} vs running {tuple(t.shape)}"
+        for k, t in live.items()
+        if k in new and new[k].shape != t.shape
+    ]
+    if not (missing or extra or shapes):
+        return
+    detail = "; ".join(
+        f"{title}: {', '.join(keys[:6])}{' ...' if len(keys) > 6 else ''}"
+        for title, keys in (("missing", missing), ("unexpected", extra), ("mis-shaped", shapes))
+        if keys
+    )
+    raise CheckpointError(
+        f"{path} does not fit the running model ({detail}); a hot swap keeps the arch and "
+        "num_classes: restart the service to change them"
+    )
+
+
+def resolve_device(name: str, backend: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available() and backend != "tensorrt":
+        raise ValueError(
+            f"device {name!r}: torch {torch.__version__} sees no CUDA GPU; use device: cpu"
+        )
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}")
+    return device

@@ -1,0 +1,131 @@
+"""The Segmenter on the real small Mask R-CNN: batching, frame resolution, hot swap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from streamseg.models import build_model
+from streamseg.models.checkpoint import CheckpointError, save_checkpoint
+from streamseg.segment import Segmenter
+from streamseg.types import FrameBatch, Instances
+from tests.segment.conftest import SMALL, scene_batch
+
+
+@pytest.fixture(scope="module")
+def segmenter() -> Segmenter:
+    torch.manual_seed(0)
+    return Segmenter(**SMALL)
+
+
+def _assert_same(a: list[Instances], b: list[Instances]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.image_size == y.image_size and len(x) == len(y)
+        torch.testing.assert_close(x.boxes, y.boxes, atol=1e-2, rtol=1e-4)
+        torch.testing.assert_close(x.scores, y.scores, atol=1e-4, rtol=1e-4)
+        assert torch.equal(x.labels, y.labels)
+        assert x.masks is not None and y.masks is not None
+        assert (x.masks != y.masks).float().mean() < 1e-3
+
+
+def test_cameras_of_different_sizes_in_one_batch(segmenter: Segmenter) -> None:
+    sizes = [(96, 160), (120, 90), (96, 160)]
+    results = segmenter.segment(scene_batch(sizes))
+    assert [r.image_size for r in results] == sizes
+    names = segmenter.class_names
+    for r, (h, w) in zip(results, sizes, strict=True):
+        assert len(r) > 0  # score_threshold 0: the heads ran
+        assert r.masks is not None and r.masks.dtype == torch.bool
+        assert tuple(r.masks.shape) == (len(r), h, w)
+        assert r.boxes.dtype == torch.float32 and r.labels.dtype == torch.int64
+        assert bool((r.boxes[:, 0::2] >= 0).all() and (r.boxes[:, 0::2] <= w).all())
+        assert bool((r.boxes[:, 1::2] >= 0).all() and (r.boxes[:, 1::2] <= h).all())
+        assert bool((r.labels >= 1).all() and (r.labels < len(names)).all())
+
+
+def test_a_batch_equals_its_frames_one_by_one(segmenter: Segmenter, batch2: FrameBatch) -> None:
+    together = segmenter.segment(batch2)
+    alone = [segmenter.segment(FrameBatch((f,)))[0] for f in batch2.frames]
+    _assert_same(together, alone)
+
+
+def test_class_names_and_empty_batch(segmenter: Segmenter) -> None:
+    assert segmenter.class_names[0] == "__background__"
+    assert segmenter.class_names == build_model("maskrcnn_small").class_names
+    assert segmenter.segment(FrameBatch(())) == []
+
+
+def test_bf16_autocast_gives_float32_results(batch2: FrameBatch) -> None:
+    seg = Segmenter(precision="bf16", **SMALL)
+    results = seg.segment(batch2)
+    assert results[0].boxes.dtype == torch.float32 and results[0].scores.dtype == torch.float32
+    assert results[0].masks is not None and results[0].masks.shape[1:] == (96, 160)
+
+
+def _checkpoint(path: Path, seed: int, **meta_changes: object) -> Path:
+    torch.manual_seed(seed)
+    options = {k: v for k, v in SMALL.items() if k != "arch"}
+    model = build_model("maskrcnn_small", **options, **meta_changes)  # type: ignore[arg-type]
+    names = list(model.class_names)
+    save_checkpoint(
+        path,
+        model.state_dict(),
+        arch="maskrcnn_small",
+        class_names=names,
+        num_classes=len(names),
+        model_options={**options, **meta_changes},
+    )
+    return path
+
+
+def test_hot_swap_loads_new_weights_in_place(tmp_path: Path, batch2: FrameBatch) -> None:
+    seg = Segmenter(**SMALL)
+    before = seg.segment(batch2)
+    ckpt = _checkpoint(tmp_path / "best.pth", seed=7)
+    seg.load_weights(str(ckpt))
+    after = seg.segment(batch2)
+    fresh = Segmenter(weights=str(ckpt), **SMALL)
+    _assert_same(after, fresh.segment(batch2))
+    assert not torch.allclose(before[0].scores[:5], after[0].scores[:5])
+    assert seg.weights == str(ckpt)
+
+
+def test_failed_hot_swap_keeps_the_old_weights(tmp_path: Path, batch2: FrameBatch) -> None:
+    seg = Segmenter(**SMALL)
+    before = seg.segment(batch2)
+    truncated = tmp_path / "truncated.pth"
+    good = _checkpoint(tmp_path / "good.pth", seed=3)
+    truncated.write_bytes(good.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="truncated"):
+        seg.load_weights(str(truncated))
+    with pytest.raises(CheckpointError, match="does not exist"):
+        seg.load_weights(str(tmp_path / "missing.pth"))
+    other = _checkpoint(tmp_path / "classes.pth", seed=3, num_classes=3)
+    with pytest.raises(CheckpointError, match="num_classes"):
+        seg.load_weights(str(other))
+    _assert_same(seg.segment(batch2), before)
+    assert seg.weights is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"precision": "fp64"}, "precision must be one of fp32, bf16, fp16"),
+        ({"backend": "onnx"}, "backend must be one of eager, inductor, aot, tensorrt"),
+        ({"device": "tpu"}, "device must be 'cpu', 'cuda' or 'cuda:N'"),
+        ({"backend": "aot"}, "needs model.aot_package"),
+        ({"backend": "aot", "aot_package": "/nowhere/x.pt2"}, "does not exist"),
+    ],
+)
+def test_bad_settings_are_clear_errors(kwargs: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Segmenter(**{**SMALL, **kwargs})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="sees no CUDA GPU; use device: cpu"):
+        Segmenter(device="cuda", **SMALL)
