@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace streamseg {
@@ -42,9 +43,12 @@ STREAMSEG_PASTE_HD bool paste_box(const T* box, T scale, int64_t* out) {
   const T cx = (box[2] + box[0]) * T(0.5);
   const T cy = (box[3] + box[1]) * T(0.5);
   const T v[4] = {cx - half_w, cy - half_h, cx + half_w, cy + half_h};
+  // Half and bfloat16 widen to float, float and double stay as they are.
+  using wide_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
   for (int i = 0; i < 4; ++i) {
-    if (!(v[i] > T(-4e18) && v[i] < T(4e18))) return false;
-    out[i] = static_cast<int64_t>(v[i]);  // truncation toward zero, as .to(int64)
+    const wide_t x = static_cast<wide_t>(v[i]);
+    if (!(x > wide_t(-4e18) && x < wide_t(4e18))) return false;
+    out[i] = static_cast<int64_t>(x);  // truncation toward zero, as .to(int64)
   }
   return true;
 }
