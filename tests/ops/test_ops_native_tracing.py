@@ -177,7 +177,13 @@ def test_bad_env_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_reference_and_native_agree_end_to_end(native: None) -> None:
-    args = detections()
-    keep, pooled, pasted = postprocess(*args)
-    decoded = ref.clip_boxes(ref.decode_boxes(args[0], args[1], W)[:, 1], (120, 128))
-    assert keep.tolist() == ref.batched_nms(decoded, args[2], (args[2] * 3).long(), 0.5).tolist()
+    deltas, boxes, scores, feats, masks = detections()
+    keep, pooled, pasted = postprocess(deltas, boxes, scores, feats, masks)
+    decoded = ref.clip_boxes(ref.decode_boxes(deltas, boxes, W)[:, 1], (120, 128))
+    want_keep = ref.batched_nms(decoded, scores, (scores * 3).long(), 0.5)
+    assert keep.tolist() == want_keep.tolist()
+    kept = decoded[want_keep]
+    rois = torch.cat([torch.zeros_like(kept[:, :1]), kept], 1)
+    torch.testing.assert_close(pooled, ref.roi_align(feats, rois, (4, 4), 0.25, 2, True))
+    want_pasted = ref.paste_masks(masks[want_keep], kept, (120, 128))
+    torch.testing.assert_close(pasted, want_pasted, rtol=1e-5, atol=1e-6)
