@@ -23,8 +23,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 
+from streamseg.ops import _native
 from streamseg.ops import reference as _ref
 
 __all__ = [
@@ -45,6 +47,13 @@ __all__ = [
 
 BOX_CLAMP = math.log(1000.0 / 16)
 Weights = tuple[float, float, float, float]
+_FLOAT = (torch.float32, torch.float64)
+_ANY_FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _use_native(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> bool:
+    """Native kernel for ``t``'s device and dtype, else the reference."""
+    return t.dtype in dtypes and _native.enabled(t.device.type)
 
 
 def _check(cond: bool, message: str) -> None:
@@ -83,6 +92,8 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
         scores keep input order).
     """
     _check_scores(boxes, scores)
+    if boxes.dtype == scores.dtype and _use_native(boxes):
+        return torch.ops.streamseg.nms(boxes, scores, float(iou_threshold))
     return _ref.nms(boxes, scores, float(iou_threshold))
 
 
@@ -101,6 +112,8 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     """
     _check_scores(boxes, scores)
     _check(idxs.shape == scores.shape, f"idxs must be (N,), got shape {tuple(idxs.shape)}")
+    if boxes.dtype == scores.dtype and _use_native(boxes):
+        return torch.ops.streamseg.batched_nms(boxes, scores, idxs, float(iou_threshold))
     return _ref.batched_nms(boxes, scores, idxs, float(iou_threshold))
 
 
@@ -130,7 +143,22 @@ def roi_align(
     _check(input.dim() == 4, f"input must be (B, C, H, W), got shape {tuple(input.shape)}")
     _check_boxes(rois, "rois", width=5)
     size = (int(output_size[0]), int(output_size[1]))
-    return _ref.roi_align(input, rois, size, float(spatial_scale), int(sampling_ratio), aligned)
+    return _roi_align(input, rois, size, float(spatial_scale), int(sampling_ratio), aligned)
+
+
+def _roi_align(
+    input: Tensor,
+    rois: Tensor,
+    size: tuple[int, int],
+    scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> Tensor:
+    if _use_native(input, _ANY_FLOAT) and rois.device == input.device:
+        return torch.ops.streamseg.roi_align(
+            input, rois.detach(), scale, size[0], size[1], sampling_ratio, bool(aligned)
+        )
+    return _ref.roi_align(input, rois, size, scale, sampling_ratio, aligned)
 
 
 def multiscale_roi_align(
@@ -177,6 +205,7 @@ def multiscale_roi_align(
         canonical_scale,
         canonical_level,
         aligned=aligned,
+        align=_roi_align,
     )
 
 
@@ -202,6 +231,9 @@ def decode_boxes(
         deltas.dim() == 2 and deltas.shape[0] == boxes.shape[0] and deltas.shape[1] % 4 == 0,
         f"deltas must be (N, 4k) with N = {boxes.shape[0]}, got shape {tuple(deltas.shape)}",
     )
+    if _use_native(deltas) and boxes.device == deltas.device:
+        wx, wy, ww, wh = (float(w) for w in weights)
+        return torch.ops.streamseg.decode_boxes(deltas, boxes, wx, wy, ww, wh, float(clamp))
     return _ref.decode_boxes(deltas, boxes, weights, float(clamp))
 
 
@@ -246,6 +278,8 @@ def paste_masks(
     _check_boxes(boxes)
     _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
     h, w = int(image_size[0]), int(image_size[1])
+    if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
+        return torch.ops.streamseg.paste_masks(masks, boxes, h, w, int(padding))
     return _ref.paste_masks(masks, boxes, (h, w), int(padding))
 
 
@@ -255,6 +289,16 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     ``counts`` equals ``pycocotools.mask.encode``'s (as ``str``).
     """
     _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
+    if masks.shape[0] > 0 and _use_native(masks, (torch.bool, torch.uint8)):
+        chars, lengths = torch.ops.streamseg.mask_to_rle(masks)
+        text = chars.numpy().tobytes().decode("ascii")
+        size = [int(masks.shape[1]), int(masks.shape[2])]
+        out = []
+        start = 0
+        for length in lengths.tolist():
+            out.append({"size": list(size), "counts": text[start : start + length]})
+            start += length
+        return out
     return _ref.masks_to_rle(masks)
 
 

@@ -13,7 +13,7 @@ Box format everywhere: ``xyxy`` in pixels, ``x2``/``y2`` exclusive edges
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -322,12 +322,15 @@ def multiscale_roi_align(
     canonical_level: float = 4.0,
     *,
     aligned: bool = False,
+    align: Callable[[Tensor, Tensor, tuple[int, int], float, int, bool], Tensor] | None = None,
 ) -> Tensor:
     """torchvision's ``MultiScaleRoIAlign`` over FPN ``features`` (finest first).
 
     ``features[l] (B, C, Hl, Wl)``, ``boxes[i] (Ki, 4)`` xyxy image pixels ->
-    ``(sum Ki, C, oh, ow)``, RoIs in image order.
+    ``(sum Ki, C, oh, ow)``, RoIs in image order. ``align`` pools one level
+    (default: this module's :func:`roi_align`; the native op when loaded).
     """
+    align = roi_align if align is None else align
     size = (
         (output_size, output_size)
         if isinstance(output_size, int)
@@ -336,14 +339,14 @@ def multiscale_roi_align(
     rois = rois_from_boxes(boxes)
     scales = infer_scales(features, image_sizes)
     if len(features) == 1:
-        return roi_align(features[0], rois, size, scales[0], sampling_ratio, aligned)
+        return align(features[0], rois, size, scales[0], sampling_ratio, aligned)
     levels = map_levels(rois[:, 1:], scales, canonical_scale, canonical_level)
     first = features[0]
     out = first.new_zeros((rois.shape[0], first.shape[1], *size))
     for lvl, (feat, scale) in enumerate(zip(features, scales, strict=True)):
         idx = torch.where(levels == lvl)[0]
         if idx.numel():
-            out[idx] = roi_align(feat, rois[idx], size, scale, sampling_ratio, aligned)
+            out[idx] = align(feat, rois[idx], size, scale, sampling_ratio, aligned)
     return out
 
 

@@ -1,0 +1,49 @@
+// The streamseg custom ops: schemas, and the CPU (and, when built with
+// STREAMSEG_WITH_CUDA, CUDA) kernels behind them. Fake (meta) kernels and
+// autograd are registered from Python (streamseg/ops/_fake.py).
+#include <torch/library.h>
+
+#include "box_coder/box_coder.h"
+#include "nms/nms.h"
+#include "paste_masks/paste_masks.h"
+#include "rle/rle.h"
+#include "roi_align/roi_align.h"
+
+TORCH_LIBRARY(streamseg, m) {
+  m.def("nms(Tensor boxes, Tensor scores, float iou_threshold) -> Tensor");
+  m.def("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor");
+  m.def(
+      "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, "
+      "int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
+  m.def(
+      "roi_align_backward(Tensor grad, Tensor rois, float spatial_scale, int pooled_height, "
+      "int pooled_width, int batch_size, int channels, int height, int width, "
+      "int sampling_ratio, bool aligned) -> Tensor");
+  m.def("paste_masks(Tensor masks, Tensor boxes, int height, int width, int padding) -> Tensor");
+  m.def("mask_to_rle(Tensor masks) -> (Tensor, Tensor)");
+  m.def(
+      "decode_boxes(Tensor deltas, Tensor boxes, float wx, float wy, float ww, float wh, "
+      "float clamp) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(streamseg, CPU, m) {
+  m.impl("nms", &streamseg::nms_cpu);
+  m.impl("batched_nms", &streamseg::batched_nms_cpu);
+  m.impl("roi_align", &streamseg::roi_align_forward_cpu);
+  m.impl("roi_align_backward", &streamseg::roi_align_backward_cpu);
+  m.impl("paste_masks", &streamseg::paste_masks_cpu);
+  m.impl("mask_to_rle", &streamseg::mask_to_rle_cpu);
+  m.impl("decode_boxes", &streamseg::decode_boxes_cpu);
+}
+
+#ifdef STREAMSEG_WITH_CUDA
+TORCH_LIBRARY_IMPL(streamseg, CUDA, m) {
+  m.impl("nms", &streamseg::nms_cuda);
+  m.impl("batched_nms", &streamseg::batched_nms_cuda);
+  m.impl("roi_align", &streamseg::roi_align_forward_cuda);
+  m.impl("roi_align_backward", &streamseg::roi_align_backward_cuda);
+  m.impl("paste_masks", &streamseg::paste_masks_cuda);
+  m.impl("mask_to_rle", &streamseg::mask_to_rle_cuda);
+  m.impl("decode_boxes", &streamseg::decode_boxes_cuda);
+}
+#endif

@@ -1,0 +1,200 @@
+"""Build, cache and load the native kernels in ``ops/csrc``.
+
+The kernels are compiled on first use with ``torch.utils.cpp_extension.load``
+(ninja, the system C++ compiler and, where ``torch.cuda.is_available()``,
+nvcc) into ``$TORCH_EXTENSIONS_DIR`` or ``~/.cache/streamseg/torch_extensions``,
+one folder per torch version, Python version and flavour (``cpu`` or
+``cuda``). Later processes find the library there and only load it.
+
+``STREAMSEG_OPS`` chooses the path:
+
+* unset or ``auto``: native when it builds, else the PyTorch reference, with
+  one warning (logger ``streamseg.ops``) saying why and how to fix it;
+* ``reference``: always the reference, nothing is built;
+* ``native``: native or an error (:class:`NativeOpsError`), for CI and
+  deployments that must not silently run slow.
+
+Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "ENV_VAR",
+    "NativeOpsError",
+    "cache_dir",
+    "enabled",
+    "load",
+    "mode",
+    "sources",
+    "sources_dir",
+    "status",
+]
+
+ENV_VAR = "STREAMSEG_OPS"
+_MODES = ("auto", "reference", "native")
+_OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
+_log = logging.getLogger("streamseg.ops")
+
+
+class NativeOpsError(RuntimeError):
+    """The native kernels were required (``STREAMSEG_OPS=native``) but could not load."""
+
+
+@dataclass
+class _State:
+    tried: bool = False
+    devices: frozenset[str] = frozenset()
+    library: Path | None = None
+    error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_STATE = _State()
+
+
+def mode() -> str:
+    """The ``STREAMSEG_OPS`` setting: ``auto``, ``reference`` or ``native``."""
+    value = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    if value not in _MODES:
+        raise ValueError(
+            f"{ENV_VAR}={value!r} is not one of {', '.join(_MODES)}; "
+            f"unset it to use the native kernels when they build"
+        )
+    return value
+
+
+def sources_dir() -> Path:
+    """``ops/csrc`` of the source tree this package runs from."""
+    return Path(__file__).resolve().parents[2] / "ops" / "csrc"
+
+
+def sources(with_cuda: bool) -> list[Path]:
+    """The C++ (and CUDA) source files, ``register.cpp`` first."""
+    root = sources_dir()
+    files = [root / "register.cpp"]
+    for op in _OPS:
+        files.append(root / op / f"{op}_cpu.cpp")
+        if with_cuda:
+            files.append(root / op / f"{op}_cuda.cu")
+    return files
+
+
+def cache_dir() -> Path:
+    """Root of the build cache (``TORCH_EXTENSIONS_DIR`` wins)."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "streamseg" / "torch_extensions"
+
+
+def _build_dir(flavour: str) -> Path:
+    version = torch.__version__.replace("+", "_")
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return cache_dir() / f"streamseg_ops-torch{version}-{py}-{flavour}"
+
+
+def _compile(with_cuda: bool, verbose: bool) -> Path:
+    """Compile (or find up to date in the cache) and load the library."""
+    from torch.utils import cpp_extension
+
+    files = sources(with_cuda)
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"native sources missing: {', '.join(missing)} (install streamseg from a source "
+            f"checkout that has ops/csrc)"
+        )
+    flavour = "cuda" if with_cuda else "cpu"
+    build = _build_dir(flavour)
+    build.mkdir(parents=True, exist_ok=True)
+    defines = ["-DSTREAMSEG_WITH_CUDA"] if with_cuda else []
+    cpp_extension.load(
+        name=f"streamseg_ops_{flavour}",
+        sources=[str(f) for f in files],
+        extra_cflags=["-O3", *defines],
+        extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", *defines],
+        extra_include_paths=[str(sources_dir())],
+        build_directory=str(build),
+        with_cuda=with_cuda,
+        is_python_module=False,
+        verbose=verbose,
+    )
+    return build / f"streamseg_ops_{flavour}.so"
+
+
+def _try_load(verbose: bool) -> None:
+    """Load once; record the devices served or the reason it failed."""
+    want_cuda = torch.cuda.is_available()
+    attempts = [True, False] if want_cuda else [False]
+    errors = []
+    for with_cuda in attempts:
+        try:
+            _STATE.library = _compile(with_cuda, verbose)
+        except Exception as exc:  # any compiler/linker/loader failure means "no native"
+            errors.append(f"{'CUDA' if with_cuda else 'CPU'} build: {exc}")
+            continue
+        from streamseg.ops import _fake
+
+        _fake.register()
+        _STATE.devices = frozenset({"cpu", "cuda"} if with_cuda else {"cpu"})
+        if errors:
+            _log.warning("streamseg native ops: CUDA kernels failed to build; %s", errors[0])
+        return
+    _STATE.error = "; ".join(errors)
+
+
+def load(verbose: bool = False) -> frozenset[str]:
+    """Build/load the native ops once; the device types they serve (empty: none).
+
+    Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
+    cannot load. In ``auto`` mode a failure is logged once as a warning.
+    """
+    current = mode()
+    if current == "reference":
+        return frozenset()
+    with _STATE.lock:
+        if not _STATE.tried:
+            _STATE.tried = True
+            _try_load(verbose)
+            if _STATE.error is not None and current == "auto":
+                _log.warning(
+                    "streamseg native ops unavailable, using the PyTorch reference (slower). "
+                    "Reason: %s. Fix: install a C++ compiler (g++) and ninja (pip install "
+                    "ninja), or set %s=reference to silence this warning.",
+                    _STATE.error,
+                    ENV_VAR,
+                )
+    if _STATE.error is not None and not _STATE.devices and current == "native":
+        raise NativeOpsError(
+            f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
+        )
+    return _STATE.devices
+
+
+@torch.compiler.assume_constant_result
+def enabled(device_type: str) -> bool:
+    """Whether the native kernels serve tensors on ``device_type`` (loads on first call).
+
+    ``torch.compile`` evaluates this once while tracing and keeps the answer.
+    """
+    return device_type in load()
+
+
+def status() -> dict[str, object]:
+    """What was loaded, from where, or why not (for ``bench ops`` and bug reports)."""
+    return {
+        "mode": mode(),
+        "devices": sorted(_STATE.devices),
+        "library": str(_STATE.library) if _STATE.library else None,
+        "error": _STATE.error,
+    }

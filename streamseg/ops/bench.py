@@ -1,0 +1,181 @@
+"""Workloads and timing of ``streamseg bench ops``: native kernels vs the reference.
+
+Each workload is made once (seeded, realistic sizes: 720p frames, FPN maps of
+an 800x1344 input) and timed on both paths; times are medians in
+milliseconds. The two paths must agree (checked on every run), so a figure
+never comes from a kernel that computes something else.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from streamseg import ops
+from streamseg.ops import _native
+from streamseg.ops import reference as ref
+
+__all__ = ["Workload", "run_benchmarks", "workloads"]
+
+FRAME = (720, 1280)
+
+
+@dataclass
+class Workload:
+    name: str
+    params: dict[str, Any]
+    native: Callable[[], Any]
+    reference: Callable[[], Any]
+    same: Callable[[Any, Any], bool]
+
+
+def detections(n: int, seed: int, frame: tuple[int, int] = FRAME) -> tuple[Tensor, Tensor]:
+    """``n`` boxes clustered around ``n / 8`` objects in a frame, with scores."""
+    g = torch.Generator().manual_seed(seed)
+    k = max(n // 8, 1)
+    centres = torch.rand(k, 2, generator=g) * torch.tensor([frame[1], frame[0]])
+    sizes = torch.rand(k, 2, generator=g) * 200 + 16
+    pick = torch.randint(0, k, (n,), generator=g)
+    c = centres[pick] + torch.randn(n, 2, generator=g) * 6
+    s = sizes[pick] * (1 + torch.randn(n, 2, generator=g) * 0.1).clamp(min=0.5)
+    return torch.cat([c - s / 2, c + s / 2], 1), torch.rand(n, generator=g)
+
+
+def _nms(n: int) -> Workload:
+    boxes, scores = detections(n, seed=n)
+    return Workload(
+        f"nms_{n}",
+        {"boxes": n, "iou_threshold": 0.5},
+        lambda: ops.nms(boxes, scores, 0.5),
+        lambda: ref.nms(boxes, scores, 0.5),
+        torch.equal,
+    )
+
+
+def _batched_nms(n: int, classes: int) -> Workload:
+    boxes, scores = detections(n, seed=n + 1)
+    idxs = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(1))
+    return Workload(
+        f"batched_nms_{n}",
+        {"boxes": n, "classes": classes, "iou_threshold": 0.5},
+        lambda: ops.batched_nms(boxes, scores, idxs, 0.5),
+        lambda: ref.batched_nms(boxes, scores, idxs, 0.5),
+        torch.equal,
+    )
+
+
+def _close(a: Tensor, b: Tensor) -> bool:
+    return bool(torch.allclose(a, b, rtol=1e-4, atol=1e-4))
+
+
+def _multiscale(rois: int, channels: int) -> Workload:
+    g = torch.Generator().manual_seed(2)
+    image = (800, 1344)
+    feats = [
+        torch.randn(1, channels, image[0] // s, image[1] // s, generator=g) for s in (4, 8, 16, 32)
+    ]
+    boxes, _ = detections(rois, seed=3, frame=image)
+    boxes = ref.clip_boxes(boxes, image)
+    args = (feats, [boxes], [image], 7, 2)
+    return Workload(
+        f"multiscale_roi_align_{rois}",
+        {"rois": rois, "levels": 4, "channels": channels, "output": 7, "sampling_ratio": 2},
+        lambda: ops.multiscale_roi_align(*args),
+        lambda: ref.multiscale_roi_align(*args),
+        _close,
+    )
+
+
+def _paste(n: int) -> Workload:
+    boxes, _ = detections(n, seed=4)
+    masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5))
+    return Workload(
+        f"paste_masks_{n}",
+        {"masks": n, "mask_size": 28, "frame": list(FRAME)},
+        lambda: ops.paste_masks(masks, boxes, FRAME),
+        lambda: ref.paste_masks(masks, boxes, FRAME),
+        _close,
+    )
+
+
+def _rle(n: int) -> Workload:
+    boxes, _ = detections(n, seed=6)
+    probs = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(7))
+    # Real instance masks: smooth blobs pasted into the frame.
+    masks = ref.paste_masks(torch.nn.functional.avg_pool2d(probs, 5, 1, 2), boxes, FRAME) > 0.5
+    return Workload(
+        f"masks_to_rle_{n}",
+        {"masks": n, "frame": list(FRAME)},
+        lambda: ops.masks_to_rle(masks),
+        lambda: ref.masks_to_rle(masks),
+        lambda a, b: a == b,
+    )
+
+
+def _decode(n: int, classes: int) -> Workload:
+    boxes, _ = detections(n, seed=8)
+    deltas = torch.randn(n, 4 * classes, generator=torch.Generator().manual_seed(9))
+    weights = (10.0, 10.0, 5.0, 5.0)
+    return Workload(
+        f"decode_boxes_{n}x{classes}",
+        {"boxes": n, "classes": classes},
+        lambda: ops.decode_boxes(deltas, boxes, weights),
+        lambda: ref.decode_boxes(deltas, boxes, weights),
+        _close,
+    )
+
+
+def workloads(quick: bool = False) -> list[Workload]:
+    """The benchmark set; ``quick`` shrinks it (for tests)."""
+    if quick:
+        return [_nms(200), _batched_nms(200, 5), _multiscale(50, 8), _paste(5), _rle(5)]
+    return [
+        _nms(1000),
+        _nms(5000),
+        _batched_nms(2000, 80),
+        _multiscale(1000, 256),
+        _paste(100),
+        _rle(100),
+        _decode(1000, 91),
+    ]
+
+
+def _time(fn: Callable[[], Any], repeat: int, budget_s: float) -> tuple[float, Any]:
+    """Median milliseconds of ``fn`` (after one warm-up call) and its result."""
+    result = fn()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < repeat and (not times or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3, result
+
+
+def run_benchmarks(repeat: int = 5, quick: bool = False, budget_s: float = 10.0) -> dict[str, Any]:
+    """Time every workload on both paths -> the JSON-ready report."""
+    native = "cpu" in _native.load()
+    results: dict[str, Any] = {}
+    for w in workloads(quick):
+        ref_ms, want = _time(w.reference, repeat, budget_s)
+        entry: dict[str, Any] = {"params": w.params, "reference_ms": round(ref_ms, 3)}
+        if native:
+            nat_ms, got = _time(w.native, repeat, budget_s)
+            if not w.same(got, want):
+                raise AssertionError(f"{w.name}: native and reference results differ")
+            entry["native_ms"] = round(nat_ms, 3)
+            entry["ratio"] = round(ref_ms / nat_ms, 2)
+        results[w.name] = entry
+    return {
+        "device": "cpu",
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "native": _native.status(),
+        "ops": results,
+    }
