@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from streamseg.alert.base import RuleBase
-from streamseg.alert.geometry import Segment, anchor_points
+from streamseg.alert.geometry import Segment
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
@@ -80,8 +80,8 @@ class LineRule(RuleBase):
         pending = np.fromiter((self.pending.get(t, False) for t in ids), bool, n)
         new = side == 2
         side[new] = 0
-        start = anchor_points(view.prev_boxes[idx], self.anchor)
-        end = anchor_points(view.boxes[idx], self.anchor)
+        start = view.anchors(self.anchor, "prev_boxes")[idx]
+        end = view.anchors(self.anchor)[idx]
         if new.any():
             # A track new to this rule starts from its previous observation, if any.
             d0 = self.segment.signed_distance(start[new])

@@ -24,12 +24,13 @@ step is vectorised over tracks. Boxes are xyxy frame pixels, times seconds.
 from __future__ import annotations
 
 import numpy as np
+import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.kalman import KalmanBoxes
-from streamseg.track.matching import MaskGrid, assign, box_iou, mask_iou
+from streamseg.track.matching import MaskGrid, assign, mask_iou, overlap_pairs
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 
@@ -178,24 +179,33 @@ class ByteTracker:
         """Optimal pairs between track ``rows`` and detection indices ``dets`` (positions)."""
         if len(rows) == 0 or len(dets) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        iou = box_iou(pred[rows], boxes[dets])
+        r, c, iou = overlap_pairs(pred[rows], boxes[dets])
         if grid is not None:
-            iou = self._mask_iou(rows, dets, pred, iou, grid)
+            iou = self._mask_iou(rows, dets, pred, r, c, iou, grid)
+        ok = iou >= min_iou
         if self.settings.class_aware:
-            iou = np.where(self.table.labels()[rows][:, None] == labels[dets][None, :], iou, 0.0)
-        cost = 1.0 - iou * scores[dets][None, :] if fuse else None
-        return assign(iou, min_iou, cost)
+            ok &= self.table.labels()[rows[r]] == labels[dets[c]]
+        r, c, iou = r[ok], c[ok], iou[ok]
+        cost = 1.0 - (iou * scores[dets[c]] if fuse else iou)
+        return assign(r, c, cost, (len(rows), len(dets)))
 
-    def _mask_iou(self, rows: I64, dets: I64, pred: F64, iou: F64, grid: Tensor) -> F64:
+    def _mask_iou(
+        self, rows: I64, dets: I64, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor
+    ) -> F64:
+        """Mask IoU of the box-overlapping pairs ``(r, c)`` whose track has a mask."""
         t = self.table
         assert self._grid is not None and t.grid is not None
-        has = t.has_grid[rows]
+        has = t.has_grid[rows[r]]
         if not has.any():
             return iou
-        centre = (pred[rows, :2] + pred[rows, 2:]) / 2
-        shifts = (centre - t.grid_xy[rows]) / self._grid.stride
-        m = mask_iou(t.grid[rows], shifts, grid[dets], (iou > 0) & has[:, None])
-        return np.where(has[:, None], m, iou)
+        tr = rows[r[has]]
+        centre = (pred[tr, :2] + pred[tr, 2:]) / 2
+        shifts = (centre - t.grid_xy[tr]) / self._grid.stride
+        track_masks = t.grid[torch.from_numpy(tr)]
+        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), dets[c[has]])
+        out = iou.copy()
+        out[has] = m
+        return out
 
     def _correct(
         self,
