@@ -316,6 +316,7 @@ def test_box_iou_matches_the_ops_reference(n: int, m: int) -> None:
     np.testing.assert_allclose(got, np.nan_to_num(expected), atol=1e-9)
     rows, cols, iou = overlap_pairs(a, b)
     assert (iou > 0).all() and len(rows) == int((expected > 0).sum())
+    np.testing.assert_allclose(iou, expected[rows, cols], atol=1e-9)
 
 
 @pytest.mark.parametrize(("n", "limit"), [(30, 0), (300, 0), (300, 128 * 128)])
