@@ -204,11 +204,11 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     pack = np.zeros(len(rows_in), np.int64)
     n, size_r, size_c = 0, 0, 0
     for gid in np.unique(g).tolist():
-        a, b = int(rows_in[gid]), int(cols_in[gid])
-        if size_r and (size_r + a) * (size_c + b) > DENSE_LIMIT:
+        gr, gc = int(rows_in[gid]), int(cols_in[gid])
+        if size_r and (size_r + gr) * (size_c + gc) > DENSE_LIMIT:
             n, size_r, size_c = n + 1, 0, 0
         pack[gid] = n
-        size_r, size_c = size_r + a, size_c + b
+        size_r, size_c = size_r + gr, size_c + gc
     p = pack[g]
     order = np.argsort(p, kind="stable")
     for chunk in np.split(order, np.flatnonzero(np.diff(p[order])) + 1):
