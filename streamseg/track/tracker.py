@@ -8,9 +8,10 @@ Each frame (``ByteTracker.update``):
 2. detections split by score: *high* (``>= high_score``), *low*
    (``low_score <= s < high_score``), the rest is ignored;
 3. round 1: confirmed and lost tracks vs high detections (IoU of box or
-   mask, least ``match_iou``), optimal assignment;
-4. round 2: confirmed tracks still unmatched vs low detections (least
-   ``low_match_iou``): a partly hidden object keeps its track;
+   mask, least ``match_iou``), optimal assignment; a lost track's IoU is
+   the better of its predicted box and its last observed box;
+4. round 2: confirmed and lost tracks still unmatched vs low detections
+   (least ``low_match_iou``): a partly hidden object keeps its track;
 5. round 3: tentative tracks vs the high detections left (least
    ``tentative_match_iou``); an unmatched tentative track is removed;
 6. matched tracks are corrected, unmatched confirmed ones become lost;
@@ -107,7 +108,7 @@ class ByteTracker:
         r, c = self._match(pool, high, pred, boxes, scores, labels, grid, s.match_iou, s.fuse_score)
         det_of[pool[r]] = high[c]
         high_left = np.delete(high, c)
-        active = pool[(det_of[pool] < 0) & (t.state[pool] == CONFIRMED)]
+        active = pool[det_of[pool] < 0]
         r, c = self._match(active, low, pred, boxes, scores, labels, grid, s.low_match_iou)
         det_of[active[r]] = low[c]
         tentative = np.flatnonzero(t.state == TENTATIVE)
@@ -180,6 +181,13 @@ class ByteTracker:
         if len(rows) == 0 or len(dets) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         r, c, iou = overlap_pairs(pred[rows], boxes[dets])
+        lost = np.flatnonzero(self.table.state[rows] == LOST)
+        if len(lost):
+            # A lost track may also be found where it was last seen: its
+            # motion estimate is least reliable after an occlusion (the
+            # visible part of a hiding object moves and shrinks oddly).
+            r2, c2, iou2 = overlap_pairs(self.table.last_box[rows[lost]], boxes[dets])
+            r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
             iou = self._mask_iou(rows, dets, pred, r, c, iou, grid)
         ok = iou >= min_iou
@@ -283,3 +291,13 @@ class ByteTracker:
     def snapshot_rows(self) -> tuple[TrackTable, F64]:
         """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
         return self.table, self.kalman.boxes()
+
+
+def _merge_pairs(r1: I64, c1: I64, v1: F64, r2: I64, c2: I64, v2: F64) -> tuple[I64, I64, F64]:
+    """The union of two pair lists; a pair in both keeps its larger value."""
+    r, c, v = np.concatenate((r1, r2)), np.concatenate((c1, c2)), np.concatenate((v1, v2))
+    order = np.lexsort((-v, c, r))
+    r, c, v = r[order], c[order], v[order]
+    first = np.ones(len(r), bool)
+    first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+    return r[first], c[first], v[first]

@@ -374,3 +374,26 @@ def test_assign_is_optimal(seed: int) -> None:
 
 def test_bottom_centre_helper() -> None:
     assert box_at(50, 40) == [45, 30, 55, 40]
+
+
+def test_lost_track_is_found_where_it_was_last_seen() -> None:
+    # The object walks right, is hidden for 4 frames and reappears where it
+    # was hidden (it stopped behind the occluder): the motion model predicts
+    # it 32 px further, but the last observed box still finds it.
+    d = Driver()
+    for i in range(6):
+        d.step([[10 + 8 * i, 40, 40 + 8 * i, 70]])
+    for _ in range(4):
+        d.step([])
+    d.step([[50, 40, 80, 70]])
+    assert d.ids() == [1]
+
+
+def test_lost_track_takes_a_low_score_detection() -> None:
+    d = Driver()
+    for _ in range(3):
+        d.step([[10, 10, 40, 40]])
+    d.step([])  # lost
+    d.step([[11, 10, 41, 40]], scores=[0.3])  # found again, partly hidden
+    assert d.ids() == [1]
+    assert d.stage.tracks("cam")[0].state == TrackState.CONFIRMED
