@@ -46,6 +46,7 @@ class CameraRules:
             for rule in config.rules
         ]
         self.rules: list[RuleBase] = []
+        self._zones: dict[str, Polygon] = {}
         self._size: tuple[int, int] | None = None
 
     def update(self, view: TrackView) -> list[Event]:
@@ -76,6 +77,7 @@ class CameraRules:
                 size,
             )
         self._size = size
+        self._zones = {}  # one per zone: rules share its per-frame depths
         self.rules = [
             self._rule(rule, labels, size)
             for rule, labels in zip(self.config.rules, self._labels, strict=True)
@@ -87,6 +89,8 @@ class CameraRules:
         return np.ones(2)
 
     def _polygon(self, name: str, size: tuple[int, int]) -> Polygon:
+        if name in self._zones:
+            return self._zones[name]
         zone = self.config.zones[name]
         pts = np.asarray(zone.polygon, np.float64) * self._scale(zone.coordinates, size)
         h, w = size
@@ -94,7 +98,8 @@ class CameraRules:
             log.warning(
                 "alerts[%s]: zone %r lies outside the %dx%d frame", self.camera_id, name, w, h
             )
-        return Polygon(pts)
+        self._zones[name] = Polygon(pts)
+        return self._zones[name]
 
     def _rule(self, rule: cfg.RuleConfig, labels: Any, size: tuple[int, int]) -> RuleBase:
         common: dict[str, Any] = {

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from streamseg.alert.base import RuleBase
-from streamseg.alert.geometry import Segment, anchor_points
+from streamseg.alert.geometry import EPS, Segment
+from streamseg.alert.idstate import IdState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
@@ -62,39 +63,38 @@ class LineRule(RuleBase):
         self.anchor = anchor
         self.band = band
         self.kinds = set(events)
-        self.side: dict[int, int] = {}
-        self.pending: dict[int, bool] = {}
+        # Per track: (side + 1) + 4 * pending; 3 (side "2") for a track not seen yet.
+        self.state = IdState(default=3)
         self.counts = {"line_in": 0, "line_out": 0}
 
     def update(self, view: TrackView) -> list[Event]:
         idx = self.eligible(view)
-        for tid in view.removed_ids.tolist():
-            self.side.pop(tid, None)
-            self.pending.pop(tid, None)
+        self.state.drop(view.removed_ids)
         self.forget(view.removed_ids)
         if len(idx) == 0:
             return []
-        ids = view.ids[idx].tolist()
-        n = len(ids)
-        side = np.fromiter((self.side.get(t, 2) for t in ids), np.int8, n)
-        pending = np.fromiter((self.pending.get(t, False) for t in ids), bool, n)
+        ids = view.ids[idx]
+        code = self.state.get(ids)
+        side = (code % 4 - 1).astype(np.int8)
+        pending = code >= 4
+        start = view.anchors(self.anchor, "prev_boxes")[idx]
+        end = view.anchors(self.anchor)[idx]
+        d0 = self.segment.signed_distance(start)  # NaN for a track's first box
         new = side == 2
-        side[new] = 0
-        start = anchor_points(view.prev_boxes[idx], self.anchor)
-        end = anchor_points(view.boxes[idx], self.anchor)
         if new.any():
             # A track new to this rule starts from its previous observation, if any.
-            d0 = self.segment.signed_distance(start[new])
-            side[new] = np.where(np.abs(d0) > self.band, np.sign(d0), 0).astype(np.int8)
-        pending |= self.segment.touched_by(start, end)
+            side[new] = np.where(np.abs(d0[new]) > self.band, np.sign(d0[new]), 0)
         d = self.segment.signed_distance(end)
+        # Only a path with ends on both sides of the line (or on it) can touch it.
+        near = (d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS)
+        if near.any():
+            pending[near] |= self.segment.touched_by(start[near], end[near])
         clear = np.abs(d) > self.band
         to = np.sign(d).astype(np.int8)
         crossed = clear & pending & (side != 0) & (to != side)
         side = np.where(clear, to, side).astype(np.int8)
         pending &= ~clear
-        self.side.update(zip(ids, side.tolist(), strict=True))
-        self.pending.update(zip(ids, pending.tolist(), strict=True))
+        self.state.set(ids, (side + 1) + 4 * pending)
         events: list[Event] = []
         for k in np.flatnonzero(crossed).tolist():
             kind = "line_in" if int(to[k]) == self.in_sign else "line_out"

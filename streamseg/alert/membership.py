@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from streamseg.alert.geometry import Polygon, anchor_points
+from streamseg.alert.geometry import Polygon
 from streamseg.track.view import TrackView
 
 __all__ = ["MASK_GRID", "Membership"]
@@ -80,7 +80,7 @@ class Membership:
                     "alerts: zone membership by mask, but frames have no masks: "
                     "using the box anchor instead"
                 )
-            depth = self.polygon.depth(anchor_points(view.boxes[idx], self.anchor))
+            depth = self._depth(view)[idx]
             enter = depth >= self.band
             stay = (depth >= 0) | (-depth < self.band)
             first = depth >= 0
@@ -89,7 +89,14 @@ class Membership:
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
         """``(K,)``: the track's first observed box had its anchor in the zone."""
-        return self.polygon.contains(anchor_points(view.first_boxes[idx], self.anchor))
+        return self.polygon.contains(view.anchors(self.anchor, "first_boxes")[idx])
+
+    def _depth(self, view: TrackView) -> F64:
+        """Depth of every track's anchor in ``view`` (shared by rules on the same zone)."""
+        polygon, anchor = self.polygon, self.anchor
+        key = ("depth", id(polygon), anchor)
+        out: F64 = view.memo(key, lambda: polygon.depth(view.anchors(anchor)))
+        return out
 
     def _fractions(self, view: TrackView, idx: I64) -> F64:
         assert view.masks is not None

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from streamseg.alert.base import TIME_EPS, RuleBase
+from streamseg.alert.idstate import IdState
 from streamseg.alert.membership import IN, OUT, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
@@ -30,36 +31,35 @@ class _ZoneTracking(RuleBase):
         super().__init__(**common)
         self.zone = zone
         self.membership = membership
-        self.inside: dict[int, int] = {}
+        self.inside = IdState(default=UNKNOWN)  # track id -> OUT / IN
         self.since: dict[int, float] = {}
 
     def _advance(self, view: TrackView) -> tuple[I64, NDArray[np.int8], NDArray[np.bool_]]:
         """Positions, previous and new inside states of the watched tracks; stores the new."""
         idx = self.eligible(view)
-        ids = view.ids[idx].tolist()
-        get = self.inside.get
-        prev = np.fromiter((get(i, UNKNOWN) for i in ids), np.int8, len(ids))
+        ids = view.ids[idx]
+        prev = self.inside.get(ids)
         now_in = self.membership.step(view, idx, prev)
         # A track seen for the first time is stored either way, so that its
         # next frames use the hysteresis and it is never again "first seen".
-        changed = np.flatnonzero((now_in != (prev == IN)) | (prev == UNKNOWN))
-        for k in changed.tolist():
-            self.inside[ids[k]] = IN if now_in[k] else OUT
+        changed = (now_in != (prev == IN)) | (prev == UNKNOWN)
+        if changed.any():
+            self.inside.set(ids[changed], np.where(now_in[changed], IN, OUT))
         return idx, prev, now_in
 
     def _drop_removed(self, view: TrackView) -> list[tuple[int, int, float]]:
         """Forget removed tracks; return ``(position in removed, id, since)`` of those inside."""
         out = []
+        was = self.inside.drop(view.removed_ids)
         for r, tid in enumerate(view.removed_ids.tolist()):
-            was = self.inside.pop(tid, UNKNOWN)
             since = self.since.pop(tid, view.frame.time)
-            if was == IN:
+            if was[r] == IN:
                 out.append((r, tid, since))
         self.forget(view.removed_ids)
         return out
 
     def occupancy(self) -> int:
-        return sum(1 for v in self.inside.values() if v == IN)
+        return self.inside.count(IN)
 
 
 class ZoneRule(_ZoneTracking):
@@ -220,6 +220,6 @@ class CrowdingRule(_ZoneTracking):
         self.last_event = now
         if "crowding" not in self.kinds:
             return []
-        ids = sorted(t for t, v in self.inside.items() if v == IN)
+        ids = self.inside.ids_with(IN).tolist()
         info = {"track_ids": ids, "max_occupancy": self.max_occupancy}
         return [self.event("crowding", view, None, zone=self.zone, count=occ, extra=info)]

@@ -18,7 +18,7 @@ Rules are per camera. Each camera names its zones (polygons) and lines
             - {name: loitering, type: dwell, zone: dock, seconds: 30}
             - {name: crowd, type: crowding, zone: dock, max_occupancy: 5}
 
-docs/alerts.md explains every field and the events each rule emits.
+docs/tracking.md explains every field and the events each rule emits.
 Geometry is in frame pixels (x right, y down) or normalised to the frame
 (``[0, 1]`` on both axes); times are seconds of capture time.
 """

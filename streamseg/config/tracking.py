@@ -1,7 +1,7 @@
 """The ``tracking:`` section of pipeline.yaml: the multi-object tracker.
 
 Every camera gets its own tracker (ByteTrack family, see
-``streamseg/track/tracker.py`` and docs/alerts.md). Scores are the model's
+``streamseg/track/tracker.py`` and docs/tracking.md). Scores are the model's
 confidences in ``[0, 1]``; ages are seconds of capture time, so frames
 dropped under load do not shorten them.
 

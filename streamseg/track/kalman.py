@@ -55,36 +55,56 @@ def _size_scale(xywh: F64) -> F64:
 
 
 class KalmanBoxes:
-    """Means ``(N, 8)`` and covariances ``(N, 8, 8)`` of ``N`` tracks' boxes.
+    """Means ``(N, 8)`` and covariances of ``N`` tracks' boxes.
 
     Rows are added with :meth:`add`, kept or dropped with :meth:`select`;
     :meth:`predict` moves every row forward by ``dt`` seconds and
     :meth:`update` corrects chosen rows with measured boxes.
+
+    The four coordinates never mix: the motion couples each position only
+    with its own velocity, and every noise is diagonal. So the ``8 x 8``
+    covariance is four independent ``2 x 2`` blocks, kept as three
+    ``(N, 4)`` arrays: ``pp`` (position variance), ``pv`` (covariance) and
+    ``vv`` (velocity variance). Every step is then a few element-wise
+    operations (no matrix inverse), exactly equal to the full filter.
     """
 
     def __init__(self) -> None:
         self.mean: F64 = np.zeros((0, 8))
-        self.cov: F64 = np.zeros((0, 8, 8))
+        self.pp: F64 = np.zeros((0, 4))
+        self.pv: F64 = np.zeros((0, 4))
+        self.vv: F64 = np.zeros((0, 4))
 
     def __len__(self) -> int:
         return int(self.mean.shape[0])
 
+    @property
+    def cov(self) -> F64:
+        """The full ``(N, 8, 8)`` covariances (built on demand; for tests and inspection)."""
+        n = len(self)
+        out = np.zeros((n, 8, 8))
+        i = np.arange(4)
+        out[:, i, i] = self.pp
+        out[:, i, i + 4] = self.pv
+        out[:, i + 4, i] = self.pv
+        out[:, i + 4, i + 4] = self.vv
+        return out
+
     def add(self, boxes: F64) -> None:
         """Append tracks starting at ``boxes (K, 4)`` xyxy, velocity 0 (uncertain)."""
         z = boxes_to_xywh(boxes)
-        mean = np.concatenate((z, np.zeros_like(z)), axis=1)
         s = _size_scale(z)
-        var = np.concatenate(((2 * MEASURE_STD * s) ** 2, (INIT_VELOCITY_STD * s) ** 2), axis=1)
-        cov = np.zeros((len(z), 8, 8))
-        idx = np.arange(8)
-        cov[:, idx, idx] = var
-        self.mean = np.concatenate((self.mean, mean))
-        self.cov = np.concatenate((self.cov, cov))
+        self.mean = np.concatenate((self.mean, np.concatenate((z, np.zeros_like(z)), axis=1)))
+        self.pp = np.concatenate((self.pp, (2 * MEASURE_STD * s) ** 2))
+        self.pv = np.concatenate((self.pv, np.zeros_like(z)))
+        self.vv = np.concatenate((self.vv, (INIT_VELOCITY_STD * s) ** 2))
 
     def select(self, keep: NDArray[np.bool_] | NDArray[np.int64]) -> None:
         """Keep only rows ``keep`` (bool mask or indices), in that order."""
         self.mean = self.mean[keep]
-        self.cov = self.cov[keep]
+        self.pp = self.pp[keep]
+        self.pv = self.pv[keep]
+        self.vv = self.vv[keep]
 
     def predict(self, dt: float, frozen_size: NDArray[np.bool_] | None = None) -> None:
         """Advance all rows by ``dt`` seconds (``dt <= 0``: no motion, no added noise).
@@ -96,38 +116,32 @@ class KalmanBoxes:
             return
         if frozen_size is not None and frozen_size.any():
             self.mean[frozen_size, 6:] = 0.0
-        m, p = self.mean, self.cov
+        m = self.mean
         m[:, :4] += dt * m[:, 4:]
-        # P' = F P F^T with F = [[I, dt I], [0, I]], done block-wise.
-        a, b, c = p[:, :4, :4], p[:, :4, 4:], p[:, 4:, 4:]
-        bt = p[:, 4:, :4]
-        new_a = a + dt * (b + bt) + (dt * dt) * c
-        new_b = b + dt * c
-        p[:, :4, :4] = new_a
-        p[:, :4, 4:] = new_b
-        p[:, 4:, :4] = np.swapaxes(new_b, 1, 2)
-        s = _size_scale(m[:, :4])
-        idx = np.arange(4)
-        p[:, idx, idx] += (POSITION_STD * s) ** 2 * dt
-        p[:, idx + 4, idx + 4] += (VELOCITY_STD * s) ** 2 * dt
+        # P' = F P F^T with F = [[1, dt], [0, 1]] per coordinate, plus noise.
+        s2 = _size_scale(m[:, :4]) ** 2
+        self.pp += dt * (2.0 * self.pv + dt * self.vv) + (POSITION_STD**2 * dt) * s2
+        self.pv += dt * self.vv
+        self.vv += (VELOCITY_STD**2 * dt) * s2
 
     def update(self, rows: NDArray[np.int64], boxes: F64) -> None:
         """Correct rows ``rows (K,)`` with measured ``boxes (K, 4)`` xyxy."""
         if len(rows) == 0:
             return
         z = boxes_to_xywh(boxes)
-        m, p = self.mean[rows], self.cov[rows]
+        m = self.mean[rows]
+        pp, pv, vv = self.pp[rows], self.pv[rows], self.vv[rows]
         r = (MEASURE_STD * _size_scale(m[:, :4])) ** 2
-        s = p[:, :4, :4].copy()
-        idx = np.arange(4)
-        s[:, idx, idx] += r
-        # K = P H^T S^-1, with H = [I 0]: P H^T is P's first four columns.
-        pht = p[:, :, :4]
-        gain = np.linalg.solve(s, np.swapaxes(pht, 1, 2))  # (K, 4, 8) = S^-1 H P
-        gain = np.swapaxes(gain, 1, 2)  # (K, 8, 4)
+        # Gain per coordinate: K = (pp, pv) / (pp + r).
+        inv = 1.0 / (pp + r)
+        kp, kv = pp * inv, pv * inv
         innov = z - m[:, :4]
-        self.mean[rows] = m + np.einsum("kij,kj->ki", gain, innov)
-        self.cov[rows] = p - np.einsum("kij,kjl->kil", gain, p[:, :4, :])
+        m[:, :4] += kp * innov
+        m[:, 4:] += kv * innov
+        self.mean[rows] = m
+        self.pp[rows] = (1.0 - kp) * pp
+        self.pv[rows] = (1.0 - kp) * pv
+        self.vv[rows] = vv - kv * pv
 
     def boxes(self) -> F64:
         """Current estimates as ``(N, 4)`` xyxy."""

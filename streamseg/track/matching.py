@@ -1,13 +1,15 @@
 """Association costs and optimal assignment.
 
-* :func:`box_iou` — pairwise IoU of xyxy boxes (numpy, vectorised).
+* :func:`overlap_pairs` — the overlapping pairs of two sets of xyxy boxes
+  and their IoU (numpy, sort-and-sweep: cost follows the nearby pairs);
+  :func:`box_iou` — the dense ``(N, M)`` matrix from it.
 * :class:`MaskGrid` — masks reduced to a coarse grid once per frame, and
   :func:`mask_iou` — pairwise IoU of grid masks, computed only for pairs
   whose boxes overlap, with each track's mask shifted by its predicted
   motion.
-* :func:`assign` — optimal one-to-one assignment above a least IoU
-  (``scipy.optimize.linear_sum_assignment``), split into independent
-  groups of overlapping pairs so its cost stays small with many objects.
+* :func:`assign` — optimal one-to-one assignment of allowed pairs
+  (``scipy.optimize.linear_sum_assignment``) on only the pairs that
+  compete, split into independent groups when there are many.
 """
 
 from __future__ import annotations
@@ -22,25 +24,53 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
-__all__ = ["MaskGrid", "assign", "box_iou", "mask_iou"]
+__all__ = ["MaskGrid", "assign", "box_iou", "mask_iou", "overlap_pairs"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
+def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
+    """The pairs of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes that overlap, with their IoU.
+
+    Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64) and
+    ``iou (P,)`` > 0, rows ascending. Sort-and-sweep on x: only pairs whose
+    x ranges can meet are looked at, so the cost grows with the number of
+    nearby pairs, not with ``N * M``.
+    """
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    order = np.argsort(b[:, 0], kind="stable")
+    bx1 = b[order, 0]
+    widest = max(float((b[:, 2] - b[:, 0]).max()), 0.0)
+    # b overlaps a in x only if a.x1 - widest <= b.x1 < a.x2.
+    lo = np.searchsorted(bx1, a[:, 0] - widest, side="left")
+    hi = np.searchsorted(bx1, a[:, 2], side="left")
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    rows = np.repeat(np.arange(len(a), dtype=np.int64), counts)
+    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    cols = order[starts + np.arange(total)].astype(np.int64)
+    pa, pb = a[rows], b[cols]
+    iw = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
+    ih = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
+    hit = (iw > 0) & (ih > 0)
+    rows, cols, pa, pb = rows[hit], cols[hit], pa[hit], pb[hit]
+    inter = iw[hit] * ih[hit]
+    area_a = (pa[:, 2] - pa[:, 0]) * (pa[:, 3] - pa[:, 1])
+    area_b = (pb[:, 2] - pb[:, 0]) * (pb[:, 3] - pb[:, 1])
+    union = area_a + area_b - inter
+    iou: F64 = inter / np.maximum(union, 1e-12)
+    return rows, cols, iou
+
+
 def box_iou(a: F64, b: F64) -> F64:
     """IoU ``(N, M)`` of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes (0 for empty boxes)."""
-    if len(a) == 0 or len(b) == 0:
-        return np.zeros((len(a), len(b)))
-    ix1 = np.maximum(a[:, None, 0], b[None, :, 0])
-    iy1 = np.maximum(a[:, None, 1], b[None, :, 1])
-    ix2 = np.minimum(a[:, None, 2], b[None, :, 2])
-    iy2 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(ix2 - ix1, 0, None) * np.clip(iy2 - iy1, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
-    out: F64 = np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+    out = np.zeros((len(a), len(b)))
+    rows, cols, iou = overlap_pairs(a, b)
+    out[rows, cols] = iou
     return out
 
 
@@ -72,77 +102,128 @@ def _shift(masks: Tensor, dx: Tensor, dy: Tensor) -> Tensor:
     return masks[rows, ys.clamp(0, h - 1), xs.clamp(0, w - 1)] & valid
 
 
-def mask_iou(
-    track_masks: Tensor,
-    shifts: F64,
-    det_masks: Tensor,
-    candidates: NDArray[np.bool_],
-) -> F64:
-    """IoU ``(T, D)`` of grid masks, 0 outside ``candidates``.
+def mask_iou(track_masks: Tensor, shifts: F64, det_masks: Tensor, rows: I64, cols: I64) -> F64:
+    """IoU ``(P,)`` of the grid-mask pairs ``(rows[p], cols[p])``.
 
     Args:
         track_masks: ``(T, h, w)`` bool, each track's last grid mask.
         shifts: ``(T, 2)`` predicted motion since that mask, grid cells (x, y).
         det_masks: ``(D, h, w)`` bool grid masks of the detections.
-        candidates: ``(T, D)`` bool, the pairs worth computing (boxes overlap).
+        rows / cols: ``(P,)`` the pairs worth computing (their boxes overlap).
     """
-    out = np.zeros(candidates.shape)
-    ti, di = np.nonzero(candidates)
-    if len(ti) == 0:
-        return out
+    if len(rows) == 0:
+        return np.zeros(0)
     rounded = torch.from_numpy(np.rint(shifts).astype(np.int64))
-    used = np.unique(ti)
-    moved = _shift(track_masks[used], rounded[used, 0], rounded[used, 1])
-    pos = np.searchsorted(used, ti)
-    a = moved[torch.from_numpy(pos)]
-    b = det_masks[torch.from_numpy(di)]
+    used = np.unique(rows)
+    moved = _shift(track_masks[torch.from_numpy(used)], rounded[used, 0], rounded[used, 1])
+    a = moved[torch.from_numpy(np.searchsorted(used, rows))]
+    b = det_masks[torch.from_numpy(cols)]
     inter = (a & b).flatten(1).sum(1).double()
     union = a.flatten(1).sum(1).double() + b.flatten(1).sum(1).double() - inter
     iou = torch.where(union > 0, inter / union.clamp(min=1), torch.zeros_like(inter))
-    out[ti, di] = iou.numpy()
+    out: F64 = iou.numpy()
     return out
 
 
-def assign(iou: F64, min_iou: float, cost: F64 | None = None) -> tuple[I64, I64]:
-    """Optimal pairs ``(rows, cols)`` maximising IoU among pairs with ``iou >= min_iou``.
+def assign(rows: I64, cols: I64, cost: F64, shape: tuple[int, int]) -> tuple[I64, I64]:
+    """Optimal one-to-one pairs among the allowed pairs ``(rows[p], cols[p])``.
+
+    Minimises the total ``cost`` (each ``< LARGE``) of the chosen pairs
+    among the assignments with the most pairs. Pairs that compete with no
+    other (their row and column each appear once) are taken as they are;
+    the rest are solved with ``scipy.optimize.linear_sum_assignment``, all
+    at once when small, else per group of linked rows and columns, so the
+    cost stays small with many objects.
 
     Args:
-        iou: ``(T, D)`` IoU of tracks (rows) and detections (columns).
-        min_iou: pairs below this are never made.
-        cost: optional ``(T, D)`` cost to minimise instead of ``1 - iou``
-            (still gated by ``iou``).
+        rows / cols: ``(P,)`` int64 allowed pairs (no duplicates), e.g. the
+            tracks and detections whose IoU passed the threshold.
+        cost: ``(P,)`` cost of each pair (e.g. ``1 - IoU``).
+        shape: ``(T, D)`` number of rows and columns.
 
     Returns:
-        matched track rows and detection columns, int64, same length.
+        matched rows and columns, int64, same length.
     """
-    ok = iou >= min_iou
-    if not ok.any():
+    if len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    cost = 1.0 - iou if cost is None else cost
-    rows_all, cols_all = np.nonzero(ok)
-    if len(np.unique(rows_all)) == len(rows_all) and len(np.unique(cols_all)) == len(cols_all):
-        return rows_all.astype(np.int64), cols_all.astype(np.int64)  # no choice to make
-    # Tracks and detections linked by feasible pairs form groups, solved
-    # separately: each is small unless objects crowd together.
-    t, d = iou.shape
-    graph = csr_matrix((np.ones(len(rows_all)), (rows_all, cols_all + t)), shape=(t + d, t + d))
-    _, group = connected_components(graph, directed=False)
-    pair_group = group[rows_all]
-    sizes = np.bincount(pair_group)
-    alone = sizes[pair_group] == 1
-    out_r: list[I64] = [rows_all[alone]]
-    out_c: list[I64] = [cols_all[alone]]
-    shared = np.flatnonzero(~alone)
-    order = shared[np.argsort(pair_group[shared], kind="stable")]
-    bounds = np.flatnonzero(np.diff(pair_group[order])) + 1
-    for chunk in np.split(order, bounds) if len(order) else []:
-        r, c = rows_all[chunk], cols_all[chunk]
-        ur, ri = np.unique(r, return_inverse=True)
-        uc, ci = np.unique(c, return_inverse=True)
-        sub = np.full((len(ur), len(uc)), 1e6)
-        sub[ri, ci] = cost[r, c]
-        a, b = linear_sum_assignment(sub)
-        good = sub[a, b] < 1e6
-        out_r.append(ur[a[good]])
-        out_c.append(uc[b[good]])
+    row_n = np.bincount(rows, minlength=shape[0])
+    col_n = np.bincount(cols, minlength=shape[1])
+    alone = (row_n[rows] == 1) & (col_n[cols] == 1)
+    if alone.all():
+        return rows.astype(np.int64), cols.astype(np.int64)  # no choice to make
+    out_r: list[I64] = [rows[alone]]
+    out_c: list[I64] = [cols[alone]]
+    shared = ~alone
+    r, c, k = rows[shared], cols[shared], cost[shared]
+    ur, ri = np.unique(r, return_inverse=True)
+    uc, ci = np.unique(c, return_inverse=True)
+    for a, b in _solve_shared(ri, ci, k, len(ur), len(uc)):
+        out_r.append(ur[a])
+        out_c.append(uc[b])
     return np.concatenate(out_r).astype(np.int64), np.concatenate(out_c).astype(np.int64)
+
+
+LARGE = 1e6  # the cost of a pair that is not allowed
+DENSE_LIMIT = 96 * 96  # up to this many cells, one dense assignment problem
+
+
+def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list[tuple[I64, I64]]:
+    """Optimal pairs of compact rows ``0..n_rows-1`` and columns; chosen ``(rows, cols)`` parts.
+
+    Small problems are solved at once. Large ones are split into connected
+    groups: a group with one row (or one column) takes its cheapest pair;
+    the other groups are packed, whole, into block-diagonal problems of at
+    most ``DENSE_LIMIT`` cells (a group larger than that is one problem).
+    """
+    if n_rows * n_cols <= DENSE_LIMIT:
+        return [_dense(ri, ci, cost, n_rows, n_cols)]
+    graph = csr_matrix(
+        (np.ones(len(ri)), (ri, ci + n_rows)), shape=(n_rows + n_cols, n_rows + n_cols)
+    )
+    _, label = connected_components(graph, directed=False)
+    group = label[ri]
+    rows_in = np.bincount(label[:n_rows], minlength=int(label.max()) + 1)
+    cols_in = np.bincount(label[n_rows:], minlength=int(label.max()) + 1)
+    star = (rows_in[group] == 1) | (cols_in[group] == 1)
+    # A one-row (or one-column) group: its cheapest pair.
+    s_idx = np.flatnonzero(star)
+    order = s_idx[np.lexsort((cost[s_idx], group[s_idx]))]
+    first = np.ones(len(order), bool)
+    first[1:] = group[order][1:] != group[order][:-1]
+    out = [(ri[order[first]], ci[order[first]])]
+    rest = np.flatnonzero(~star)
+    if len(rest) == 0:
+        return out
+    ur, rr = np.unique(ri[rest], return_inverse=True)
+    uc, cc = np.unique(ci[rest], return_inverse=True)
+    if len(ur) * len(uc) <= DENSE_LIMIT:
+        a, b = _dense(rr, cc, cost[rest], len(ur), len(uc))
+        return [*out, (ur[a], uc[b])]
+    # Pack whole groups into block-diagonal problems of at most DENSE_LIMIT cells.
+    g = group[rest]
+    pack = np.zeros(len(rows_in), np.int64)
+    n, size_r, size_c = 0, 0, 0
+    for gid in np.unique(g).tolist():
+        gr, gc = int(rows_in[gid]), int(cols_in[gid])
+        if size_r and (size_r + gr) * (size_c + gc) > DENSE_LIMIT:
+            n, size_r, size_c = n + 1, 0, 0
+        pack[gid] = n
+        size_r, size_c = size_r + gr, size_c + gc
+    p = pack[g]
+    order = np.argsort(p, kind="stable")
+    for chunk in np.split(order, np.flatnonzero(np.diff(p[order])) + 1):
+        idx = rest[chunk]
+        vr, lr = np.unique(ri[idx], return_inverse=True)
+        vc, lc = np.unique(ci[idx], return_inverse=True)
+        a, b = _dense(lr, lc, cost[idx], len(vr), len(vc))
+        out.append((vr[a], vc[b]))
+    return out
+
+
+def _dense(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> tuple[I64, I64]:
+    """``linear_sum_assignment`` of the pairs placed in a dense matrix (LARGE elsewhere)."""
+    sub = np.full((n_rows, n_cols), LARGE)
+    sub[ri, ci] = cost
+    a, b = linear_sum_assignment(sub)
+    good = sub[a, b] < LARGE
+    return a[good].astype(np.int64), b[good].astype(np.int64)

@@ -8,9 +8,10 @@ Each frame (``ByteTracker.update``):
 2. detections split by score: *high* (``>= high_score``), *low*
    (``low_score <= s < high_score``), the rest is ignored;
 3. round 1: confirmed and lost tracks vs high detections (IoU of box or
-   mask, least ``match_iou``), optimal assignment;
-4. round 2: confirmed tracks still unmatched vs low detections (least
-   ``low_match_iou``): a partly hidden object keeps its track;
+   mask, least ``match_iou``), optimal assignment; a lost track's IoU is
+   the better of its predicted box and its last observed box;
+4. round 2: confirmed and lost tracks still unmatched vs low detections
+   (least ``low_match_iou``): a partly hidden object keeps its track;
 5. round 3: tentative tracks vs the high detections left (least
    ``tentative_match_iou``); an unmatched tentative track is removed;
 6. matched tracks are corrected, unmatched confirmed ones become lost;
@@ -24,12 +25,13 @@ step is vectorised over tracks. Boxes are xyxy frame pixels, times seconds.
 from __future__ import annotations
 
 import numpy as np
+import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.kalman import KalmanBoxes
-from streamseg.track.matching import MaskGrid, assign, box_iou, mask_iou
+from streamseg.track.matching import MaskGrid, assign, mask_iou, overlap_pairs
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 
@@ -106,7 +108,7 @@ class ByteTracker:
         r, c = self._match(pool, high, pred, boxes, scores, labels, grid, s.match_iou, s.fuse_score)
         det_of[pool[r]] = high[c]
         high_left = np.delete(high, c)
-        active = pool[(det_of[pool] < 0) & (t.state[pool] == CONFIRMED)]
+        active = pool[det_of[pool] < 0]
         r, c = self._match(active, low, pred, boxes, scores, labels, grid, s.low_match_iou)
         det_of[active[r]] = low[c]
         tentative = np.flatnonzero(t.state == TENTATIVE)
@@ -178,24 +180,40 @@ class ByteTracker:
         """Optimal pairs between track ``rows`` and detection indices ``dets`` (positions)."""
         if len(rows) == 0 or len(dets) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        iou = box_iou(pred[rows], boxes[dets])
+        r, c, iou = overlap_pairs(pred[rows], boxes[dets])
+        lost = np.flatnonzero(self.table.state[rows] == LOST)
+        if len(lost):
+            # A lost track may also be found where it was last seen: its
+            # motion estimate is least reliable after an occlusion (the
+            # visible part of a hiding object moves and shrinks oddly).
+            r2, c2, iou2 = overlap_pairs(self.table.last_box[rows[lost]], boxes[dets])
+            r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
-            iou = self._mask_iou(rows, dets, pred, iou, grid)
+            iou = self._mask_iou(rows, dets, pred, r, c, iou, grid)
+        ok = iou >= min_iou
         if self.settings.class_aware:
-            iou = np.where(self.table.labels()[rows][:, None] == labels[dets][None, :], iou, 0.0)
-        cost = 1.0 - iou * scores[dets][None, :] if fuse else None
-        return assign(iou, min_iou, cost)
+            ok &= self.table.labels()[rows[r]] == labels[dets[c]]
+        r, c, iou = r[ok], c[ok], iou[ok]
+        cost = 1.0 - (iou * scores[dets[c]] if fuse else iou)
+        return assign(r, c, cost, (len(rows), len(dets)))
 
-    def _mask_iou(self, rows: I64, dets: I64, pred: F64, iou: F64, grid: Tensor) -> F64:
+    def _mask_iou(
+        self, rows: I64, dets: I64, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor
+    ) -> F64:
+        """Mask IoU of the box-overlapping pairs ``(r, c)`` whose track has a mask."""
         t = self.table
         assert self._grid is not None and t.grid is not None
-        has = t.has_grid[rows]
+        has = t.has_grid[rows[r]]
         if not has.any():
             return iou
-        centre = (pred[rows, :2] + pred[rows, 2:]) / 2
-        shifts = (centre - t.grid_xy[rows]) / self._grid.stride
-        m = mask_iou(t.grid[rows], shifts, grid[dets], (iou > 0) & has[:, None])
-        return np.where(has[:, None], m, iou)
+        tr = rows[r[has]]
+        centre = (pred[tr, :2] + pred[tr, 2:]) / 2
+        shifts = (centre - t.grid_xy[tr]) / self._grid.stride
+        track_masks = t.grid[torch.from_numpy(tr)]
+        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), dets[c[has]])
+        out = iou.copy()
+        out[has] = m
+        return out
 
     def _correct(
         self,
@@ -273,3 +291,13 @@ class ByteTracker:
     def snapshot_rows(self) -> tuple[TrackTable, F64]:
         """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
         return self.table, self.kalman.boxes()
+
+
+def _merge_pairs(r1: I64, c1: I64, v1: F64, r2: I64, c2: I64, v2: F64) -> tuple[I64, I64, F64]:
+    """The union of two pair lists; a pair in both keeps its larger value."""
+    r, c, v = np.concatenate((r1, r2)), np.concatenate((c1, c2)), np.concatenate((v1, v2))
+    order = np.lexsort((-v, c, r))
+    r, c, v = r[order], c[order], v[order]
+    first = np.ones(len(r), bool)
+    first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+    return r[first], c[first], v[first]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -66,6 +68,26 @@ class TrackView:
     removed_boxes: F64 = dataclasses.field(default_factory=lambda: np.zeros((0, 4)))
     removed_labels: I64 = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     removed_scores: F64 = dataclasses.field(default_factory=lambda: np.zeros(0))
+    _memo: dict[Hashable, Any] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once per view and ``key`` (rules share per-frame geometry)."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
+
+    def anchors(self, anchor: str, which: str = "boxes") -> F64:
+        """``(K, 2)`` anchor points of ``boxes`` (or ``prev_boxes`` / ``first_boxes``)."""
+        from streamseg.alert.geometry import anchor_points
+
+        out: F64 = self.memo(
+            ("anchors", anchor, which), lambda: anchor_points(getattr(self, which), anchor)
+        )
+        return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,3 +125,87 @@ class Driver:
 def kinds(events: Sequence[Event]) -> list[tuple[str, int | None]]:
     """``(kind, track_id)`` of each event."""
     return [(e.kind, e.track_id) for e in events]
+
+
+# -- a scripted synthetic scene with known events (end-to-end and replay tests) ----------
+
+SCENE_RULES = """
+version: 1
+cameras:
+  - id: gate
+    url: synthetic://?seed=1&width=320&height=240&fps=10
+tracking:
+  confirm_hits: 2
+  max_lost_seconds: 1.0
+alerts:
+  cameras:
+    gate:
+      zones:
+        bay: {polygon: [[182, 40], [262, 40], [262, 200], [182, 200]]}
+      lines:
+        door: {points: [[160, 20], [160, 220]], in_side: left}
+        gate: {points: [[20, 120], [120, 120]], in_side: right}
+      rules:
+        - {name: bay-zone, type: zone, zone: bay}
+        - {name: door-count, type: line, line: door}
+        - {name: gate-count, type: line, line: gate}
+        - {name: loiter, type: dwell, zone: bay, seconds: 2.0, classes: [disc]}
+        - {name: crowd, type: crowding, zone: bay, max_occupancy: 1, clear_occupancy: 1}
+"""
+
+# (frame_seq, rule, kind, track_id, count) that SCENE_RULES must produce, in order:
+# - track 2 (a disc) stands in the bay from the start: an initial enter when it
+#   is confirmed (frame 1), dwell after 2 s (t = 2.0, frame 20);
+# - track 1 (a square) walks right along y = 100 at 80 px/s: crosses the door
+#   (anchor x > 162 first at t = 1.8), enters the bay (x >= 182 first at
+#   t = 2.1), is not detected for frames 24..27 while inside (no exit/enter),
+#   leaves it (x > 262 first at t = 3.1); with it the bay holds 2 (> 1):
+#   crowding, then crowding_end when it leaves;
+# - track 3 (a square) walks down at x = 60 at 40 px/s: crosses the gate
+#   line (anchor y > 122 first at t = 1.8).
+SCENE_EVENTS = [
+    (1, "bay-zone", "enter", 2, None),
+    (18, "door-count", "line_in", 1, 1),
+    (18, "gate-count", "line_in", 3, 1),
+    (20, "loiter", "dwell", 2, None),
+    (21, "bay-zone", "enter", 1, None),
+    (21, "crowd", "crowding", None, 2),
+    (31, "bay-zone", "exit", 1, None),
+    (31, "crowd", "crowding_end", None, 1),
+]
+SCENE_FRAMES = 50
+SCENE_HIDDEN = {1: range(24, 28)}  # gt id -> frames in which it is not detected
+
+
+def scripted_scene() -> Any:
+    from streamseg.ingest.synthetic import ObjectSpec, SyntheticScene
+
+    walker = ObjectSpec("square", size=(30, 30), path=[(0.0, 20.0, 100.0), (3.5, 300.0, 100.0)])
+    stander = ObjectSpec("disc", size=(24, 24), path=[(0.0, 230.0, 150.0)])
+    faller = ObjectSpec("square", size=(20, 20), path=[(0.0, 60.0, 43.0), (4.0, 60.0, 203.0)])
+    return SyntheticScene(
+        seed=3,
+        height=240,
+        width=320,
+        fps=10.0,
+        objects=[walker, stander, faller],
+        num_frames=SCENE_FRAMES,
+    )
+
+
+@functools.cache
+def scripted_results(camera: str = "gate") -> list[tuple[FrameResult, Instances]]:
+    """``(detections as a FrameResult, ground truth)`` per frame: gt minus the hidden ones."""
+    out = []
+    for f in scripted_scene():
+        gt = f.gt
+        assert gt.track_ids is not None
+        keep = [
+            i
+            for i, tid in enumerate(gt.track_ids.tolist())
+            if f.index not in SCENE_HIDDEN.get(tid, ())
+        ]
+        det = gt[keep].replace(track_ids=None)
+        frame = Frame(camera, f.index, f.time, 1.7e9 + f.time, _NO_IMAGE)
+        out.append((FrameResult(frame, det), gt))
+    return out

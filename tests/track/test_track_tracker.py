@@ -10,7 +10,7 @@ import torch
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.ops import box_iou as ops_box_iou
-from streamseg.track.matching import assign, box_iou, mask_iou
+from streamseg.track.matching import assign, box_iou, mask_iou, overlap_pairs
 from streamseg.track.tracker import ByteTracker
 from streamseg.track.view import FrameInfo
 from streamseg.types import TrackState
@@ -236,12 +236,12 @@ def test_mask_iou_function() -> None:
     b = torch.zeros((1, 10, 10), dtype=torch.bool)
     b[0, 1:5, 1:5] = True
     shifts = np.array([[1.0, 1.0], [0.0, 0.0]])
-    iou = mask_iou(a, shifts, b, np.array([[True], [True]]))
-    assert iou[0, 0] == pytest.approx(1.0)  # shifted by its motion: identical
-    assert iou[1, 0] == pytest.approx(0.0)
-    unshifted = mask_iou(a, np.zeros((2, 2)), b, np.array([[True], [False]]))
-    assert unshifted[0, 0] == pytest.approx(9 / 23)
-    assert unshifted[1, 0] == 0.0
+    pairs = np.array([0, 1]), np.array([0, 0])
+    iou = mask_iou(a, shifts, b, *pairs)
+    assert iou.tolist() == [1.0, 0.0]  # shifted by its motion, track 0 is the detection
+    unshifted = mask_iou(a, np.zeros((2, 2)), b, *pairs)
+    assert unshifted[0] == pytest.approx(9 / 23)
+    assert mask_iou(a, shifts, b, np.zeros(0, np.int64), np.zeros(0, np.int64)).shape == (0,)
 
 
 def test_smoothed_label_and_score() -> None:
@@ -302,15 +302,48 @@ def test_new_track_score() -> None:
     assert d.ids() == [-1]
 
 
-def test_box_iou_matches_the_ops_reference() -> None:
-    rng = np.random.default_rng(0)
-    a = rng.uniform(0, 100, (7, 2))
-    a = np.concatenate((a, a + rng.uniform(0, 40, (7, 2))), axis=1)
-    b = rng.uniform(0, 100, (5, 2))
-    b = np.concatenate((b, b + rng.uniform(0, 40, (5, 2))), axis=1)
+@pytest.mark.parametrize(("n", "m"), [(7, 5), (60, 80), (1, 1), (0, 3)])
+def test_box_iou_matches_the_ops_reference(n: int, m: int) -> None:
+    rng = np.random.default_rng(n)
+    a = rng.uniform(0, 200, (n, 2))
+    a = np.concatenate((a, a + rng.uniform(0, 40, (n, 2))), axis=1)
+    b = rng.uniform(0, 200, (m, 2))
+    b = np.concatenate((b, b + rng.uniform(0, 60, (m, 2))), axis=1)
+    b[:2, 2] = b[:2, 0]  # empty boxes overlap nothing
     expected = ops_box_iou(torch.from_numpy(a), torch.from_numpy(b)).numpy()
-    np.testing.assert_allclose(box_iou(a, b), expected, atol=1e-9)
-    assert box_iou(a[:0], b).shape == (0, 5)
+    got = box_iou(a, b)
+    assert got.shape == (n, m)
+    np.testing.assert_allclose(got, np.nan_to_num(expected), atol=1e-9)
+    rows, cols, iou = overlap_pairs(a, b)
+    assert (iou > 0).all() and len(rows) == int((expected > 0).sum())
+    np.testing.assert_allclose(iou, expected[rows, cols], atol=1e-9)
+
+
+@pytest.mark.parametrize(("n", "limit"), [(30, 0), (300, 0), (300, 128 * 128)])
+def test_assign_many_groups_equals_one_dense_problem(
+    n: int, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many objects: the grouped solution has the same total cost as one
+    # dense linear_sum_assignment over everything.
+    from scipy.optimize import linear_sum_assignment
+
+    from streamseg.track import matching
+
+    monkeypatch.setattr(matching, "DENSE_LIMIT", limit)  # 0: always split into groups
+    rng = np.random.default_rng(n)
+    a = rng.uniform(0, 1000, (n, 2))
+    a = np.concatenate((a, a + 40), axis=1)
+    b = a + rng.normal(0, 15, a.shape)
+    rows, cols, iou = overlap_pairs(a, b)
+    keep = iou >= 0.1
+    rows, cols, iou = rows[keep], cols[keep], iou[keep]
+    r, c = assign(rows, cols, 1.0 - iou, (n, n))
+    dense = np.full((n, n), 1e6)
+    dense[rows, cols] = 1.0 - iou
+    dr, dc = linear_sum_assignment(dense)
+    ok = dense[dr, dc] < 1e6
+    assert len(r) == int(ok.sum())
+    assert dense[r, c].sum() == pytest.approx(dense[dr[ok], dc[ok]].sum())
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -318,7 +351,8 @@ def test_assign_is_optimal(seed: int) -> None:
     rng = np.random.default_rng(seed)
     t, d = int(rng.integers(1, 6)), int(rng.integers(1, 6))
     iou = rng.uniform(0, 1, (t, d)) * (rng.uniform(0, 1, (t, d)) < 0.6)
-    rows, cols = assign(iou, 0.3)
+    pr, pc = np.nonzero(iou >= 0.3)
+    rows, cols = assign(pr, pc, 1.0 - iou[pr, pc], (t, d))
     assert len(set(rows.tolist())) == len(rows) and len(set(cols.tolist())) == len(cols)
     assert all(iou[r, c] >= 0.3 for r, c in zip(rows, cols, strict=True))
     got = len(rows), float(iou[rows, cols].sum())
@@ -340,3 +374,26 @@ def test_assign_is_optimal(seed: int) -> None:
 
 def test_bottom_centre_helper() -> None:
     assert box_at(50, 40) == [45, 30, 55, 40]
+
+
+def test_lost_track_is_found_where_it_was_last_seen() -> None:
+    # The object walks right, is hidden for 4 frames and reappears where it
+    # was hidden (it stopped behind the occluder): the motion model predicts
+    # it 32 px further, but the last observed box still finds it.
+    d = Driver()
+    for i in range(6):
+        d.step([[10 + 8 * i, 40, 40 + 8 * i, 70]])
+    for _ in range(4):
+        d.step([])
+    d.step([[50, 40, 80, 70]])
+    assert d.ids() == [1]
+
+
+def test_lost_track_takes_a_low_score_detection() -> None:
+    d = Driver()
+    for _ in range(3):
+        d.step([[10, 10, 40, 40]])
+    d.step([])  # lost
+    d.step([[11, 10, 41, 40]], scores=[0.3])  # found again, partly hidden
+    assert d.ids() == [1]
+    assert d.stage.tracks("cam")[0].state == TrackState.CONFIRMED

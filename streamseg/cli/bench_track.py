@@ -1,0 +1,201 @@
+"""``streamseg bench track``: tracking quality (MOTA, IDF1) and tracker + rules cost, as JSON.
+
+Quality: synthetic scenes (exact identities) whose ground truth is turned
+into detections with box noise, missed detections, occlusion-dependent
+scores and low-score false positives; the tracks are scored with
+py-motmetrics (a hypothesis matches at box IoU >= 0.5). The exact ground
+truth is scored too, as the ceiling. Goal: IDF1 >= 0.9 on the noisy set.
+
+Cost: ``TrackingStage.process`` per frame with N moving objects in a
+1920x1080 frame, tracker only and tracker + six rules (two zones, two
+lines, dwell, crowding). Goal: under 1 ms per frame at 100 objects.
+
+Prints one JSON object. Exit codes: 0 done, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from typing import Any
+
+from streamseg.cli import EXIT_OK, UsageError
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    q = parser.add_argument_group("quality")
+    q.add_argument("--seeds", type=int, default=5, help="synthetic scenes (seeds 1..N)")
+    q.add_argument("--frames", type=int, default=300, help="frames per scene")
+    q.add_argument("--objects", type=int, default=8, help="objects in view at a time")
+    q.add_argument("--size", default="640x360", help="scene WIDTHxHEIGHT, pixels")
+    q.add_argument("--fps", type=float, default=15.0)
+    q.add_argument("--noise", type=float, default=0.05, help="box edge noise, fraction of size")
+    q.add_argument("--drop", type=float, default=0.1, help="probability a detection is missed")
+    q.add_argument(
+        "--false-positives", type=float, default=0.5, help="spurious low-score boxes per frame"
+    )
+    q.add_argument("--match", choices=["box_iou", "mask_iou"], default="box_iou")
+    q.add_argument(
+        "--detector",
+        choices=["maskrcnn_small"],
+        help="also score tracks on this model's detections (needs --weights)",
+    )
+    q.add_argument("--weights", help="checkpoint for --detector")
+    c = parser.add_argument_group("cost")
+    c.add_argument(
+        "--cost-objects", default="10,100,500", help="objects per frame, comma-separated"
+    )
+    c.add_argument("--cost-frames", type=int, default=300, help="timed frames per size")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--skip-cost", action="store_true")
+    parser.epilog = "prints one JSON object; exit codes: 0 done, 2 bad arguments"
+
+
+def run(args: argparse.Namespace) -> int:
+    from streamseg.config.tracking import TrackingConfig
+
+    size = _size(args.size)
+    counts = _counts(args.cost_objects)
+    if args.seeds < 1 or args.frames < 2 or args.objects < 1 or args.cost_frames < 1:
+        raise UsageError("--seeds, --objects, --cost-frames must be >= 1 and --frames >= 2")
+    if not (0 <= args.drop < 1 and args.noise >= 0 and args.false_positives >= 0):
+        raise UsageError("--drop must be in [0, 1), --noise and --false-positives >= 0")
+    if args.detector and not args.weights:
+        raise UsageError("--detector needs --weights (a checkpoint of that model)")
+    settings = TrackingConfig(match=args.match)
+    out: dict[str, Any] = {"benchmark": "track", "machine": _machine()}
+    if not args.skip_quality:
+        out["quality"] = _quality(args, settings, size)
+    if not args.skip_cost:
+        out["cost"] = _cost(counts, args.cost_frames)
+    out["goals"] = _goals(out)
+    print(json.dumps(out, indent=2))
+    return EXIT_OK
+
+
+def _quality(args: argparse.Namespace, settings: Any, size: tuple[int, int]) -> dict[str, Any]:
+    from streamseg.track import bench
+
+    seeds = list(range(1, args.seeds + 1))
+    common = {
+        "settings": settings,
+        "seeds": seeds,
+        "frames": args.frames,
+        "width": size[0],
+        "height": size[1],
+        "fps": args.fps,
+        "objects": args.objects,
+        "masks": args.match == "mask_iou",
+    }
+    start = time.perf_counter()
+
+    def degrade(seed: int) -> bench.Degrade:
+        return bench.Degrade(
+            box_noise=args.noise, drop=args.drop, false_positives=args.false_positives, seed=seed
+        )
+
+    result: dict[str, Any] = {
+        "setup": {
+            "scenes": len(seeds),
+            "frames_per_scene": args.frames,
+            "objects": args.objects,
+            "size": list(size),
+            "fps": args.fps,
+            "match": args.match,
+            "box_noise": args.noise,
+            "drop": args.drop,
+            "false_positives_per_frame": args.false_positives,
+            "match_iou_for_metrics": 0.5,
+        },
+        "noisy_gt": bench.quality(degrade=degrade, **common),
+        "exact_gt": bench.quality(degrade=lambda seed: None, **common),
+    }
+    if args.detector:
+        result[args.detector] = _detector_quality(args)
+    result["seconds"] = round(time.perf_counter() - start, 2)
+    return result
+
+
+def _detector_quality(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        from streamseg.models import build_model  # type: ignore[attr-defined]  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            f"--detector {args.detector}: this build has no models yet "
+            "(streamseg.models.build_model); run without --detector"
+        ) from None
+    raise UsageError(f"--detector {args.detector}: not wired into bench track in this build")
+
+
+def _cost(counts: list[int], frames: int) -> list[dict[str, Any]]:
+    from streamseg.track import bench
+
+    rows = []
+    for n in counts:
+        track = bench.cost(objects=n, frames=frames, rules=False)
+        both = bench.cost(objects=n, frames=frames, rules=True)
+        rows.append(
+            {
+                "objects": n,
+                "track_ms_p50": track["ms_p50"],
+                "track_ms_mean": track["ms_mean"],
+                "track_cpu_ms_mean": track["cpu_ms_mean"],
+                "track_rules_ms_p50": both["ms_p50"],
+                "track_rules_ms_mean": both["ms_mean"],
+                "track_rules_ms_p99": both["ms_p99"],
+                "track_rules_cpu_ms_mean": both["cpu_ms_mean"],
+                "rules": both["rules"],
+                "events": both["events"],
+                "frames": frames,
+            }
+        )
+    return rows
+
+
+def _goals(out: dict[str, Any]) -> dict[str, Any]:
+    goals: dict[str, Any] = {}
+    if "quality" in out:
+        goals["idf1_noisy_gt_at_least_0.9"] = out["quality"]["noisy_gt"]["idf1"] >= 0.9
+    for row in out.get("cost", []):
+        if row["objects"] == 100:
+            goals["track_rules_p50_under_1ms_at_100"] = row["track_rules_ms_p50"] < 1.0
+    return goals
+
+
+def _machine() -> dict[str, Any]:
+    import numpy
+    import scipy
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "cpus": os.cpu_count(),
+        "load_1min": None if load is None else round(load, 2),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+    }
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--size {text!r}: expected WIDTHxHEIGHT, e.g. 640x360") from None
+    if not (16 <= w <= 8192 and 16 <= h <= 8192):
+        raise UsageError(f"--size {text!r}: width and height must be 16..8192")
+    return w, h
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--cost-objects {text!r}: expected numbers like 10,100,500") from None
+    if not counts or min(counts) < 1:
+        raise UsageError("--cost-objects: at least one count, each >= 1")
+    return counts

@@ -1,0 +1,270 @@
+"""Replay recorded detections through the tracker and alert rules, offline.
+
+Recorded detections are detections messages (``docs/events.md``): one JSON
+object per line in a file (as ``streamseg subscribe`` prints them, bare or
+with ``--envelope``), or the entries of ``<prefix>:detections:<camera>``
+streams in Redis. :func:`replay` turns each into a ``FrameResult`` (masks
+decoded from their COCO RLE when the rules need them), runs a
+``TrackingStage`` built from a pipeline's ``tracking:`` and ``alerts:``
+sections, and yields the events.
+
+Class names come from the recording (``label`` -> ``label_name``), so the
+rules' ``classes`` refer to the names the recording used.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import torch
+
+from streamseg.config.alerts import AlertsConfig
+from streamseg.config.tracking import TrackingConfig
+from streamseg.track.stage import TrackingStage
+from streamseg.types import Event, Frame, FrameResult, Instances
+
+__all__ = [
+    "RecordingError",
+    "class_names_of",
+    "file_messages",
+    "needs_masks",
+    "redis_cameras",
+    "redis_messages",
+    "replay",
+    "to_result",
+]
+
+log = logging.getLogger("streamseg.replay")
+
+_NO_IMAGE = torch.zeros((0, 0, 3), dtype=torch.uint8)
+Messages = Callable[[], Iterator[tuple[str, dict[str, Any]]]]
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be read: the message names where and what."""
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def file_messages(
+    path: str | Path, stream: TextIO | None = None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, message)`` for each detections message of a JSON-lines file.
+
+    Blank lines and messages of another ``type`` (alerts) are skipped; an
+    ``{"stream", "id", "message"}`` envelope is unwrapped. ``stream``: read
+    this open text stream instead (``-`` for stdin).
+    """
+    name = str(path)
+    try:
+        handle = stream if stream is not None else open(path, encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise RecordingError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    with handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{name}:{number}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordingError(
+                    f"{where}: not JSON ({exc.msg}); expected one message per line"
+                ) from None
+            msg = _unwrap(obj, where)
+            if msg is not None:
+                yield where, msg
+
+
+def redis_messages(
+    client: Any, prefix: str, cameras: Sequence[str], *, chunk: int = 500
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, message)`` of ``<prefix>:detections:<camera>`` streams, by capture time."""
+    streams = [f"{prefix}:detections:{c}" for c in cameras]
+    parts = [_read_stream(client, s, chunk) for s in streams]
+    yield from heapq.merge(*parts, key=lambda item: float(item[1].get("capture_time") or 0.0))
+
+
+def redis_cameras(client: Any, prefix: str) -> list[str]:
+    """Camera ids that have a detections stream under ``prefix``."""
+    head = f"{prefix}:detections:"
+    keys = client.scan_iter(match=f"{head}*", _type="stream")
+    return sorted((k.decode() if isinstance(k, bytes) else str(k))[len(head) :] for k in keys)
+
+
+def _read_stream(client: Any, stream: str, chunk: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    start = "-"
+    while True:
+        entries = client.xrange(stream, min=start, max="+", count=chunk)
+        if not entries:
+            return
+        for entry_id, fields in entries:
+            eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            where = f"{stream} {eid}"
+            data = fields.get(b"data", fields.get("data"))
+            if data is None:
+                raise RecordingError(f"{where}: the entry has no `data` field")
+            try:
+                obj = json.loads(data)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise RecordingError(f"{where}: `data` is not JSON ({exc})") from None
+            msg = _unwrap(obj, where)
+            if msg is not None:
+                yield where, msg
+        start = "(" + eid
+
+
+def _unwrap(obj: Any, where: str) -> dict[str, Any] | None:
+    if isinstance(obj, dict) and "message" in obj and "stream" in obj:
+        obj = obj["message"]
+    if not isinstance(obj, dict):
+        raise RecordingError(f"{where}: expected a JSON object (a detections message)")
+    if obj.get("type") not in (None, "detections"):
+        return None
+    missing = [k for k in ("camera", "seq", "capture_time", "image", "instances") if k not in obj]
+    if missing:
+        raise RecordingError(
+            f"{where}: not a detections message: missing {', '.join(repr(m) for m in missing)} "
+            "(see docs/events.md)"
+        )
+    return obj
+
+
+# -- converting ---------------------------------------------------------------------------
+
+
+def class_names_of(messages: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Class names by label id from the recording (``class_<id>`` where a name is unknown)."""
+    names: dict[int, str] = {}
+    for _, msg in messages:
+        for inst in msg["instances"]:
+            label, name = inst.get("label"), inst.get("label_name")
+            if isinstance(label, int) and label >= 1 and isinstance(name, str):
+                names.setdefault(label, name)
+            elif isinstance(label, int) and label >= 1:
+                names.setdefault(label, f"class_{label}")
+    top = max(names, default=0)
+    return ["__background__", *(names.get(i, f"class_{i}") for i in range(1, top + 1))]
+
+
+def to_result(msg: dict[str, Any], where: str, *, masks: bool, ids: bool) -> FrameResult:
+    """One detections message as a ``FrameResult`` (no pixels)."""
+    try:
+        height, width = int(msg["image"]["height"]), int(msg["image"]["width"])
+        items = msg["instances"]
+        boxes = torch.tensor([i["box"] for i in items], dtype=torch.float32).reshape(-1, 4)
+        scores = torch.tensor([float(i["score"]) for i in items], dtype=torch.float32)
+        labels = torch.tensor([int(i["label"]) for i in items], dtype=torch.int64)
+        track_ids = None
+        if ids:
+            track_ids = torch.tensor(
+                [-1 if i.get("track_id") is None else int(i["track_id"]) for i in items],
+                dtype=torch.int64,
+            )
+        mask = _masks(items, (height, width)) if masks else None
+        frame = Frame(
+            camera_id=str(msg["camera"]),
+            seq=int(msg["seq"]),
+            pts=None if msg.get("pts") is None else float(msg["pts"]),
+            capture_time=float(msg["capture_time"]),
+            image=_NO_IMAGE,
+        )
+        inst = Instances(
+            image_size=(height, width),
+            boxes=boxes,
+            scores=scores,
+            labels=labels,
+            masks=mask,
+            track_ids=track_ids,
+        )
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise RecordingError(
+            f"{where}: bad detections message: {type(exc).__name__}: {exc}"
+        ) from None
+    return FrameResult(frame, inst)
+
+
+def _masks(items: list[dict[str, Any]], size: tuple[int, int]) -> torch.Tensor | None:
+    rles = [i.get("mask") for i in items]
+    if not any(rles):
+        return None
+    from streamseg.ops import rle_to_mask
+
+    out = torch.zeros((len(items), *size), dtype=torch.bool)
+    for k, rle in enumerate(rles):
+        if rle:
+            m = rle_to_mask(rle)
+            if tuple(m.shape) != size:
+                raise ValueError(
+                    f"instance {k}: mask size {list(m.shape)} is not the image's {list(size)}"
+                )
+            out[k] = m
+    return out
+
+
+def needs_masks(tracking: TrackingConfig, alerts: AlertsConfig) -> bool:
+    """Whether any setting uses masks (mask IoU, mask-share zones, masks in events)."""
+    if tracking.enabled and tracking.match == "mask_iou":
+        return True
+    for cam in alerts.cameras.values():
+        for rule in cam.rules:
+            if rule.include_mask or getattr(rule, "mask_fraction", None) is not None:
+                return True
+    return False
+
+
+# -- replaying ----------------------------------------------------------------------------
+
+
+def replay(
+    messages: Messages,
+    *,
+    tracking: TrackingConfig,
+    alerts: AlertsConfig,
+    masks: bool = True,
+    recorded_ids: bool = False,
+) -> Iterator[Event]:
+    """Events that ``tracking`` and ``alerts`` produce over a recording, in order.
+
+    Args:
+        messages: returns a fresh iterator of ``(where, message)`` each call
+            (called twice: once for the class names, once to replay).
+        masks: decode masks when the settings use them.
+        recorded_ids: keep the recording's track ids instead of tracking again.
+    """
+    if recorded_ids:
+        tracking = tracking.model_copy(update={"enabled": False})
+    names = class_names_of(messages())
+    names += _missing_classes(alerts, names)
+    decode = masks and needs_masks(tracking, alerts)
+    stage = TrackingStage(tracking=tracking, alerts=alerts, class_names=names)
+    try:
+        for where, msg in messages():
+            result = to_result(msg, where, masks=decode, ids=recorded_ids)
+            _, events = stage.process(result)
+            yield from events
+    finally:
+        stage.close()
+
+
+def _missing_classes(alerts: AlertsConfig, names: list[str]) -> list[str]:
+    known = set(names[1:])
+    missing: list[str] = []
+    for cid, cam in alerts.cameras.items():
+        for rule in cam.rules:
+            for c in rule.classes:
+                if c not in known and c not in missing:
+                    log.warning(
+                        "replay: class %r (alerts.cameras.%s.%s) never appears in the recording",
+                        c,
+                        cid,
+                        rule.name,
+                    )
+                    missing.append(c)
+    return missing
