@@ -17,7 +17,7 @@ from streamseg.train.engine import run_training
 from streamseg.train.modeling import load_trained_model
 from streamseg.train.trainer import HookBase
 from tests.support.servers import cli_env
-from tests.support.training import losses, tiny_config, tiny_yaml, weights
+from tests.support.training import losses, one_thread, tiny_config, tiny_yaml, weights
 
 REPO = Path(__file__).resolve().parents[2]
 pytest.importorskip("streamseg.models.maskrcnn.build", reason="Mask R-CNN not merged yet")
@@ -51,6 +51,7 @@ class _StopAt(HookBase):
             self.trainer.request_stop()
 
 
+@one_thread()
 def test_resume_after_interruption_continues_exactly(tmp_path: Path) -> None:
     straight = tiny_config(tmp_path, "straight")
     run_training(straight, install_signals=False)
@@ -69,12 +70,13 @@ def test_resume_after_interruption_continues_exactly(tmp_path: Path) -> None:
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@one_thread()
 def test_sigterm_saves_and_resume_finishes_the_run(tmp_path: Path) -> None:
     """``streamseg train`` stopped by SIGTERM (a pre-empted pod) resumes to the same weights."""
     path = tmp_path / "cli.yaml"
     out = tmp_path / "cli"
     path.write_text(tiny_yaml(out, iterations=8))
-    args = [sys.executable, "-m", "streamseg", "train", str(path)]
+    args = [sys.executable, "-m", "streamseg", "train", str(path), "--threads", "1"]
     proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     metrics = out / "metrics.jsonl"
