@@ -9,7 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import torch
 
 from streamseg.train.engine import run_training

@@ -19,7 +19,6 @@ from streamseg.train.modeling import load_trained_model
 from tests.support.coco import write_coco
 from tests.support.training import losses, tiny_config
 
-
 NAMES = ("__background__", "disc", "square", "triangle", "star")
 OPTIONS = {"min_size": 64, "max_size": 96, "detections_per_image": 8}
 
