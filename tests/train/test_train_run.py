@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from streamseg.cli import main
 from streamseg.train.config import ConfigError
 from streamseg.train.engine import run_training
 from streamseg.train.modeling import load_trained_model
@@ -29,6 +31,23 @@ def test_a_short_run_lowers_the_loss(tmp_path: Path) -> None:
     model, names = load_trained_model(str(Path(cfg.output.dir) / "model_final.pth"))
     assert names == ("__background__", "disc", "square", "triangle", "star")
     assert not model.training
+
+
+def test_eval_command_prints_ap_of_a_trained_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tiny_config(tmp_path, frames=2, solver__iterations=2)
+    run_training(cfg, install_signals=False)
+    weights_path = str(Path(cfg.output.dir) / "model_final.pth")
+    scene = "synthetic://?seed=9&width=96&height=64&objects=3"
+    args = ["eval", "--weights", weights_path, "--data", f"{scene}&frames=3"]
+    assert main([*args, "--data", f"{scene}&frames=2&start=50"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["images"] == 5 and result["instances"] > 0
+    assert result["weights"] == weights_path and len(result["data"]) == 2
+    for kind in ("bbox", "segm"):
+        assert set(result[kind]) == {"AP", "AP50", "AP75", "APs", "APm", "APl"}
+        assert 0.0 <= result[kind]["AP"] <= result[kind]["AP50"] <= 1.0
 
 
 class _StopAt(HookBase):
