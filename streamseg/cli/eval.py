@@ -17,7 +17,10 @@ from streamseg.cli import EXIT_OK, UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", required=True, help="checkpoint to evaluate")
     parser.add_argument(
-        "--data", required=True, help="COCO JSON or synthetic://?seed=..&frames=N URL"
+        "--data",
+        required=True,
+        action="append",
+        help="COCO JSON or synthetic://?seed=..&frames=N URL (repeat to evaluate on several)",
     )
     parser.add_argument("--images", default=None, help="image folder of a COCO JSON")
     parser.add_argument("--arch", default=None, help="architecture of a non-streamseg checkpoint")
@@ -35,14 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.train.data import DatasetError
+    from streamseg.train.data import DatasetError, UnionDataset
     from streamseg.train.datasets import open_dataset
     from streamseg.train.evaluate import evaluate_model
     from streamseg.train.modeling import load_trained_model
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
     try:
-        dataset = open_dataset(args.data, args.images)  # cheap: its errors come first
+        # Cheap, so dataset errors come before the model loads.
+        dataset = UnionDataset([open_dataset(d, args.images) for d in args.data])
         model, class_names = load_trained_model(
             args.weights, arch=args.arch, score_threshold=args.score_threshold
         )
@@ -64,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
         precision=args.precision,
         max_images=args.max_images,
     )
-    result = {"weights": args.weights, "data": args.data, **result}
+    data = args.data[0] if len(args.data) == 1 else args.data
+    result = {"weights": args.weights, "data": data, **result}
     print(json.dumps(result))
     return EXIT_OK

@@ -331,7 +331,11 @@ def _resume(
         )
     model.load_state_dict(model_state)
     optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
+    # The schedule itself comes from the config (so `--set solver.iterations=N` on
+    # resume reshapes it); only its position is restored.
+    saved_schedule = dict(state["scheduler"])
+    saved_schedule["lr_lambdas"] = [None] * len(saved_schedule.get("lr_lambdas", [None]))
+    scheduler.load_state_dict(saved_schedule)
     scaler.load_state_dict(state["scaler"])
     restore_rng(state["rng"])
     data = state["data"]

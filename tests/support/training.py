@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +51,17 @@ def tiny_yaml(
 
 
 def tiny_config(
-    tmp_path: Path, name: str = "run", *, frames: int = 8, **overrides: Any
+    tmp_path: Path,
+    name: str = "run",
+    *,
+    frames: int = 8,
+    train: str | None = None,
+    **overrides: Any,
 ) -> TrainConfig:
     """``tiny_yaml`` written to ``tmp_path/<name>.yaml`` and loaded, with ``--set`` overrides
     (``solver__lr=0.1`` sets ``solver.lr``)."""
     path = tmp_path / f"{name}.yaml"
-    path.write_text(tiny_yaml(tmp_path / name, frames=frames))
+    path.write_text(tiny_yaml(tmp_path / name, frames=frames, train=train))
     return load_train_config(path, [f"{k.replace('__', '.')}={v}" for k, v in overrides.items()])
 
 
@@ -73,3 +80,16 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     from streamseg.models.checkpoint import read_checkpoint
 
     return dict(read_checkpoint(str(path)).state_dict)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one CPU thread: with several, some CPU kernels reduce in an
+    order that varies from run to run (differences of float rounding), which
+    bit-for-bit comparisons of two runs must exclude."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -14,7 +14,6 @@ from tests.support.servers import cli_env, free_port
 from tests.support.training import losses, tiny_yaml, weights
 
 REPO = Path(__file__).resolve().parents[2]
-pytest.importorskip("streamseg.models.maskrcnn.build", reason="Mask R-CNN not merged yet")
 ITERATIONS = 4
 
 
@@ -36,7 +35,7 @@ def test_two_gloo_processes_match_one_process_with_accumulation(tmp_path: Path) 
     one_yaml = tmp_path / "one.yaml"
     one_yaml.write_text(tiny_yaml(tmp_path / "one", iterations=ITERATIONS))
     one = load_train_config(one_yaml, ["solver.accumulation=2"])
-    run_training(one, install_signals=False)
+    run_training(one, install_signals=False)  # one thread, as each DDP process
 
     ddp_losses, one_losses = losses(tmp_path / "ddp"), losses(tmp_path / "one")
     assert [r["iteration"] for r in ddp_losses] == list(range(1, ITERATIONS + 1))
