@@ -1,4 +1,5 @@
-"""Redis restarted under a running service: no crash, drops counted, publishing resumes."""
+"""Redis restarted under a running service: no crash, drops counted, publishing resumes;
+stopping while Redis is away still exits, counting what could not be sent."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ def test_redis_restart_mid_run(
 ) -> None:
     cams = [{"id": "cam", "url": "synthetic://?seed=3&width=160&height=120&fps=10&objects=3"}]
     # A small outage buffer, so a few seconds without Redis overflow it.
-    proc = serve(service_pipeline(cams, {"url": redis_server.url, "buffer_max_messages": 5}))
+    config = service_pipeline(cams, {"url": redis_server.url, "buffer_max_messages": 5})
+    config["runtime"]["drain_timeout"] = 3
+    proc = serve(config)
     client = redis_server.client()
     stream = "streamseg:detections:cam"
     proc.wait_for(lambda: client.xlen(stream) >= 5, 90, "5 messages")
@@ -41,10 +44,15 @@ def test_redis_restart_mid_run(
     assert (metric(text, "streamseg_ingest_dropped_total", camera="cam", reason="redis") or 0) > 0
     assert metric(text, "streamseg_publish_connected") == 1
 
+    # Redis goes away again and stays away: SIGTERM still ends the service
+    # (after drain_timeout), and what could not be sent is counted as dropped.
+    redis_server.stop()
+    proc.wait_for(lambda: proc.readyz()["redis"]["buffered"] > 0, 15, "messages buffered")
     assert proc.terminate() == 0, proc.tail()
     log = proc.log
     assert "redis: unavailable" in log and "redis: reconnected" in log
+    assert "could not reach Redis; dropped" in log
     assert "Traceback" not in log
     counts = summary(log, "cam")
     assert counts["dropped"] > 0
-    assert counts["read"] == counts["published"] + counts["dropped"]
+    assert counts["read"] == counts["published"] + counts["dropped"]  # every frame accounted
