@@ -42,7 +42,7 @@ FAST_RECONNECT = {
     "initial_backoff": 0.2,
     "max_backoff": 1.0,
     "connect_timeout": 3.0,
-    "read_timeout": 2.0,
+    "read_timeout": 5.0,
 }
 
 
