@@ -53,6 +53,7 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
             assert inst["mask"] is None or inst["mask"]["size"] == [120, 160]
             x1, y1, x2, y2 = inst["box"]
             assert 0 <= x1 <= x2 <= 160 and 0 <= y1 <= y2 <= 120
+    assert any(m["instances"] for m in messages)  # instances and masks were validated too
     seqs = [m["seq"] for m in messages]
     assert all(a < b for a, b in itertools.pairwise(seqs))  # in order, no repeats
     pts = [m["pts"] for m in messages if m["pts"] is not None]  # the first may have none

@@ -6,7 +6,8 @@ tests need: ``/healthz`` ``/readyz`` ``/metrics``, waiting for a condition
 (failing with the log tail if the process died), SIGTERM and the exit code.
 
 ``service_pipeline(...)`` builds the config the service tests share: the small
-Mask R-CNN with random weights on the CPU, one torch thread, fast reconnects.
+Mask R-CNN with random weights on the CPU at the frames' own size (160x120),
+one torch thread, fast reconnects.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sec
             "device": "cpu",
             "batch_size": 2,
             "max_wait_ms": 20,
+            # Random weights score every class about equally (~0.2 with the
+            # synthetic classes): a low threshold gives instances with masks.
+            "score_threshold": 0.05,
             "detections_per_image": 5,
+            "min_size": 120,  # the test frames' own size: no upscaling
+            "max_size": 160,
         },
         "redis": {"maxlen": 100_000, "reconnect_initial": 0.1, "reconnect_max": 0.5, **redis},
         "telemetry": {"metrics": "prometheus", "traces": "none"},
