@@ -12,9 +12,14 @@ from numpy.typing import NDArray
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
-__all__ = ["RuleBase", "class_ids", "mask_rle"]
+__all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle"]
 
 I64 = NDArray[np.int64]
+
+# Seconds. Capture times are unix seconds (~1.7e9), where a float64 keeps
+# only ~1e-7 s: "0.5 s later" computed as a difference may come out a hair
+# short. Durations compared with thresholds get this much slack.
+TIME_EPS = 1e-6
 
 
 def mask_rle(view: TrackView, i: int) -> dict[str, Any] | None:
@@ -90,7 +95,7 @@ class RuleBase:
         """True (and the time recorded) when ``track_id`` may trigger ``kind`` now."""
         key = (track_id, kind)
         last = self._last.get(key)
-        if last is not None and now - last < self.cooldown:
+        if last is not None and now - last < self.cooldown - TIME_EPS:
             return False
         if self.cooldown > 0:
             self._last[key] = now

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streamseg.alert.base import RuleBase
+from streamseg.alert.base import TIME_EPS, RuleBase
 from streamseg.alert.membership import IN, OUT, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
@@ -40,7 +40,9 @@ class _ZoneTracking(RuleBase):
         get = self.inside.get
         prev = np.fromiter((get(i, UNKNOWN) for i in ids), np.int8, len(ids))
         now_in = self.membership.step(view, idx, prev)
-        changed = np.flatnonzero(now_in != (prev == IN))
+        # A track seen for the first time is stored either way, so that its
+        # next frames use the hysteresis and it is never again "first seen".
+        changed = np.flatnonzero((now_in != (prev == IN)) | (prev == UNKNOWN))
         for k in changed.tolist():
             self.inside[ids[k]] = IN if now_in[k] else OUT
         return idx, prev, now_in
@@ -147,7 +149,7 @@ class DwellRule(_ZoneTracking):
         if len(inside):
             ids = view.ids[inside].tolist()
             since = np.fromiter((self.since.get(t, now) for t in ids), np.float64, len(ids))
-            due = np.flatnonzero(now - since >= self.seconds)
+            due = np.flatnonzero(now - since >= self.seconds - TIME_EPS)
             for k in due.tolist():
                 events += self._maybe_fire(view, int(inside[k]), now - float(since[k]))
         for _, tid, _ in self._drop_removed(view):
@@ -157,7 +159,7 @@ class DwellRule(_ZoneTracking):
     def _maybe_fire(self, view: TrackView, i: int, dwell: float) -> list[Event]:
         tid = int(view.ids[i])
         last = self.fired.get(tid)
-        if last is not None and (self.repeat is None or dwell - last < self.repeat):
+        if last is not None and (self.repeat is None or dwell - last < self.repeat - TIME_EPS):
             return []
         if not self.cooled(tid, "dwell", view.frame.time):
             return []
@@ -210,9 +212,9 @@ class CrowdingRule(_ZoneTracking):
             self.above_since = None
             return []
         self.above_since = now if self.above_since is None else self.above_since
-        if now - self.above_since < self.min_duration:
+        if now - self.above_since < self.min_duration - TIME_EPS:
             return []
-        if self.last_event is not None and now - self.last_event < self.cooldown:
+        if self.last_event is not None and now - self.last_event < self.cooldown - TIME_EPS:
             return []
         self.crowded_since = now
         self.last_event = now

@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
     try:
+        dataset = open_dataset(args.data, args.images)  # cheap: its errors come first
         model, class_names = load_trained_model(
             args.weights, arch=args.arch, score_threshold=args.score_threshold
         )
-        dataset = open_dataset(args.data, args.images)
     except (CheckpointError, DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     missing = [n for n in dataset.native_class_names if n not in class_names]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from typing import Any
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.duration <= 0:
         raise UsageError("--duration must be positive (seconds)")
+    if args.segment_seconds is not None and args.segment_seconds <= 0:
+        raise UsageError("--segment-seconds must be positive (seconds)")
     if args.url is None and args.pipeline is None:
         raise UsageError("give PIPELINE (with --camera) or --url")
     record = RecordConfig()
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             container=args.container or record.container,
         )
     except OSError as exc:
-        print(f"streamseg: record failed: {exc}", flush=True)
+        print(f"streamseg: record failed: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILURE
     print(
         json.dumps(

@@ -56,7 +56,7 @@ class GivenIdTracker:
         n = len(boxes)
         ids = np.full(n, -1, np.int64) if track_ids is None else track_ids.astype(np.int64)
         now = frame.time
-        gone = [t for t, s in self.seen.items() if now - s.last_seen > self.max_lost_seconds]
+        gone = [t for t, s in self.seen.items() if now - s.last_seen > self.max_lost_seconds + 1e-6]
         removed = [(t, self.seen.pop(t)) for t in gone if t not in set(ids.tolist())]
         rows: list[int] = []
         prev: list[F64] = []

@@ -39,6 +39,7 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 TENTATIVE, CONFIRMED, LOST = 0, 1, 2
+TIME_EPS = 1e-6  # seconds: slack for float rounding of unix-time differences
 
 
 class TrackerOutput:
@@ -128,7 +129,7 @@ class ByteTracker:
         """Remove lost tracks unseen for longer than ``max_lost_seconds`` (before matching)."""
         t = self.table
         return self._remove(
-            (t.state == LOST) & ((now - t.last_seen) > self.settings.max_lost_seconds)
+            (t.state == LOST) & ((now - t.last_seen) > self.settings.max_lost_seconds + TIME_EPS)
         )
 
     def _miss(self, unmatched: NDArray[np.bool_]) -> list[tuple[int, F64, int, float]]:

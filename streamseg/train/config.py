@@ -46,6 +46,10 @@ class ModelConfig(StrictModel):
             stem; ``n`` freezes the stem and the first ``n - 1`` stages.
         options: further ``build_model`` keyword options (``min_size``,
             ``max_size`` for evaluation and serving, thresholds, ...).
+        init_frozen_norm_images: training from scratch (no ``weights``):
+            set the backbone's frozen batch-norm statistics from this many
+            training images before the first step, so activations start
+            normalised (0: leave them as built).
     """
 
     arch: str
@@ -54,6 +58,7 @@ class ModelConfig(StrictModel):
     roi_samples_per_image: int | None = Field(default=None, ge=1, le=8192)
     freeze_backbone_stages: int = Field(default=0, ge=0, le=5)
     options: dict[str, Any] = Field(default_factory=dict)
+    init_frozen_norm_images: int = Field(default=0, ge=0, le=256)
 
     @field_validator("arch")
     @classmethod

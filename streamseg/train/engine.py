@@ -27,6 +27,7 @@ from streamseg.train.distributed import DistInfo, init_from_env, shutdown
 from streamseg.train.evaluate import evaluate_model
 from streamseg.train.hooks import CheckpointHook, EvalHook, MetricsHook, MetricsLog
 from streamseg.train.modeling import build_train_model, input_spec, model_meta
+from streamseg.train.norm_init import init_frozen_norms
 from streamseg.train.sampler import MicroBatchSampler, mix_seed
 from streamseg.train.solver import build_optimizer, build_scheduler, configure_tf32, make_scaler
 from streamseg.train.trainer import (
@@ -231,6 +232,8 @@ def _run(
     seed_everything(cfg.solver.seed)  # the initialisation of new layers
     model, options = build_train_model(cfg.model, class_names, load_weights=not resume)
     model.to(device)
+    if not resume:
+        _init_norms(cfg, model, train_set, device)
     optimizer = build_optimizer(model, cfg.solver)
     scheduler = build_scheduler(optimizer, cfg.solver)
     scaler = make_scaler(cfg.solver.precision, device.type)
@@ -273,6 +276,32 @@ def _run(
         best_iteration=eval_hook.best_iteration if eval_hook else None,
         eval=eval_hook.latest if eval_hook else {},
     )
+
+
+def _init_norms(cfg: TrainConfig, model: nn.Module, train_set: Any, device: torch.device) -> None:
+    """From scratch: frozen batch-norm statistics from the first training images."""
+    count = min(cfg.model.init_frozen_norm_images, len(train_set))
+    if not count or cfg.model.weights:
+        return
+    spec = input_spec(model)
+    transform = TrainTransform(
+        min_sizes=(max(cfg.data.min_size or (spec.min_size,)),),
+        max_size=cfg.data.max_size or spec.max_size,
+        hflip_prob=0.0,
+    )
+    generator = torch.Generator().manual_seed(cfg.solver.seed)
+    samples = [transform(train_set[i], generator) for i in range(count)]
+    images, _ = batch_images(
+        [s.image for s in samples],
+        channel_order=spec.channel_order,
+        scale=spec.scale,
+        mean=spec.mean,
+        std=spec.std,
+        size_divisibility=spec.size_divisibility,
+        device=device,
+    )
+    norms = init_frozen_norms(model, images)
+    log.info("set the statistics of %d frozen batch norms from %d training images", norms, count)
 
 
 def _wrap_ddp(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:

@@ -105,7 +105,7 @@ class _Tracker:
     def __init__(self, class_names: Sequence[str]) -> None:
         from streamseg.config.alerts import AlertsConfig
         from streamseg.config.tracking import TrackingConfig
-        from streamseg.track import build_tracking_stage  # type: ignore[attr-defined]
+        from streamseg.track.stage import build_tracking_stage
 
         self.stage = build_tracking_stage(
             TrackingConfig(), AlertsConfig(enabled=False), class_names

@@ -56,7 +56,13 @@ def _open(url: str, open_timeout_s: float) -> Any:
     return av.open(url, options=options, timeout=(open_timeout_s, open_timeout_s))
 
 
+class _NoVideo(OSError):
+    """The source opened but carries no video (reconnecting would not help)."""
+
+
 def _packets(container: Any) -> Iterator[tuple[Any, StoredPacket]]:
+    if not container.streams.video:
+        raise _NoVideo("it has no video stream")
     stream = container.streams.video[0]
     for packet in container.demux(stream):
         if packet.size:
@@ -91,7 +97,7 @@ def record_camera(
     stop = stop or threading.Event()
     deadline = time.monotonic() + duration_s + 60.0
     files: list[RecordedFile] = []
-    recorded, packets, reconnects = 0.0, 0, 0
+    recorded, reconnects = 0.0, 0
     first_open = True
     while recorded < duration_s and not stop.is_set() and time.monotonic() < deadline:
         try:
@@ -121,11 +127,10 @@ def record_camera(
                 if start is not None and recorded + sp.decode_time - start >= duration_s:
                     break
                 writer.write(sp)
-                packets += 1
                 if stop.is_set() or time.monotonic() >= deadline:
                     break
         except Exception as exc:
-            if not live:
+            if not live or isinstance(exc, _NoVideo):
                 raise OSError(
                     f"reading {redact_url(url)} failed: {redact_text(str(exc))}"
                 ) from None
@@ -142,4 +147,6 @@ def record_camera(
             reconnects += 1
             log.warning("%s: reconnecting in %.1fs", camera_id, reconnect_delay_s)
             stop.wait(reconnect_delay_s)
-    return RecordResult(files=files, packets=packets, reconnects=reconnects)
+    # Packets before a stream's first keyframe are not written (nothing decodes them).
+    written = sum(f.packets for f in files)
+    return RecordResult(files=files, packets=written, reconnects=reconnects)

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.coco import write_coco
+from tests.support.rtsp import rtsp_server, rtsp_server_factory
+
+__all__ = ["coco_dir", "rtsp_server", "rtsp_server_factory"]
 
 
 @pytest.fixture

@@ -198,3 +198,63 @@ def test_record_a_camera_of_a_pipeline(source: Path, tmp_path: Path, cli) -> Non
     assert missing.returncode == 2 and "no camera 'gate' (cameras: dock, synth)" in missing.stderr
     synthetic = cli("record", str(pipeline), "--camera", "synth", "--duration", "1")
     assert synthetic.returncode == 2 and "synthetic scene" in synthetic.stderr
+
+
+def _payloads(path: Path) -> list[bytes]:
+    with av.open(str(path)) as c:
+        return [bytes(p) for p in c.demux(video=0) if p.size]
+
+
+def _pixels(path: Path) -> list[bytes]:
+    with av.open(str(path)) as c:
+        return [f.to_ndarray(format="yuv420p").tobytes() for f in c.decode(video=0)]
+
+
+def test_segments_are_a_remux_of_the_source(source: Path, tmp_path: Path) -> None:
+    """Same compressed bytes, same codec parameters, bit-identical decoded frames."""
+    result = record_camera(
+        url=str(source), camera_id="c", out_dir=tmp_path / "o", duration_s=100, segment_s=2.0
+    )
+    assert b"".join(b for f in result.files for b in _payloads(f.path)) == b"".join(
+        _payloads(source)
+    )
+    assert [p for f in result.files for p in _pixels(f.path)] == _pixels(source)
+    with av.open(str(source)) as src, av.open(str(result.files[0].path)) as out:
+        a, b = src.streams.video[0].codec_context, out.streams.video[0].codec_context
+        assert (a.name, a.width, a.height, a.extradata) == (b.name, b.width, b.height, b.extradata)
+
+
+def test_record_config_errors_are_clear(source: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        f"cameras:\n  - id: dock\n    url: {source}\nmodel:\n  missing_weights: random\n"
+        "record:\n  container: avi\n  segment_s: -1\n  clip: {}\n"
+    )
+    proc = cli("record", str(pipeline), "--camera", "dock", "--duration", "1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    for line, field in ((7, "record.container"), (8, "record.segment_s"), (9, "record.clip")):
+        assert f"{pipeline}:{line}: {field}" in proc.stderr
+    cases = [
+        (("--url", str(source), "--segment-seconds", "0"), 2, "--segment-seconds must be positive"),
+        ((str(tmp_path / "nope.yaml"),), 2, "nope.yaml: file not found"),
+        ((), 2, "give PIPELINE (with --camera) or --url"),
+        (("--url", str(tmp_path / "gone.mp4")), 1, "cannot open"),
+        (("--url", str(pipeline)), 1, "cannot open"),  # not a video
+    ]
+    for args, code, message in cases:
+        proc = cli("record", "--camera", "dock", "--duration", "1", *args)
+        assert proc.returncode == code and message in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_a_file_without_video_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tone.wav"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("pcm_s16le", rate=8000)
+        frame = av.AudioFrame(format="s16", layout="mono", samples=800)
+        frame.planes[0].update(bytes(1600))
+        frame.sample_rate = 8000
+        for packet in stream.encode(frame):
+            out.mux(packet)
+    with pytest.raises(OSError, match=r"tone\.wav failed: it has no video stream"):
+        record_camera(url=str(path), camera_id="c", out_dir=tmp_path, duration_s=1)

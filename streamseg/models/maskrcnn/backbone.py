@@ -1,0 +1,169 @@
+"""ResNet bodies with frozen batch norm, in torchvision's state-dict layout.
+
+Parameter names follow torchvision's ``resnet`` (``conv1``, ``bn1``,
+``layer1.0.conv1``, ``layer1.0.downsample.0``, ...), so a torchvision
+checkpoint's ``backbone.body.*`` entries load as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["BasicBlock", "Bottleneck", "FrozenBatchNorm2d", "ResNet"]
+
+
+class FrozenBatchNorm2d(nn.Module):
+    """Batch norm with fixed statistics and affine parameters (all buffers).
+
+    ``y = (x - running_mean) / sqrt(running_var + eps) * weight + bias``.
+    Nothing here is trained, as in detection backbones fine-tuned with small
+    batches.
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight: Tensor
+        self.bias: Tensor
+        self.running_mean: Tensor
+        self.running_var: Tensor
+        self.register_buffer("weight", torch.ones(num_features))
+        self.register_buffer("bias", torch.zeros(num_features))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # Checkpoints saved from a plain BatchNorm2d carry a step counter we do not keep.
+        state_dict.pop(prefix + "num_batches_tracked", None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def scale_shift(self) -> tuple[Tensor, Tensor]:
+        """Per-channel ``(scale, shift)`` with ``y = x * scale + shift``."""
+        scale = self.weight * (self.running_var + self.eps).rsqrt()
+        return scale, self.bias - self.running_mean * scale
+
+    def forward(self, x: Tensor) -> Tensor:
+        scale, shift = self.scale_shift()
+        return torch.addcmul(shift.view(1, -1, 1, 1), x, scale.view(1, -1, 1, 1).to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+def _conv(cin: int, cout: int, k: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+
+
+def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(_conv(cin, cout, 1, stride), FrozenBatchNorm2d(cout))
+
+
+class BasicBlock(nn.Module):
+    """Two 3x3 convs (ResNet-18/34 block); ``expansion = 1``."""
+
+    expansion = 1
+
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = _conv(cin, width, 3, stride)
+        self.bn1 = FrozenBatchNorm2d(width)
+        self.conv2 = _conv(width, cout, 3)
+        self.bn2 = FrozenBatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _downsample(cin, cout, stride)
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class Bottleneck(nn.Module):
+    """1x1 -> 3x3 (strided, ResNet v1.5) -> 1x1 block; ``expansion = 4``."""
+
+    expansion = 4
+
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = width * self.expansion
+        self.conv1 = _conv(cin, width, 1)
+        self.bn1 = FrozenBatchNorm2d(width)
+        self.conv2 = _conv(width, width, 3, stride)
+        self.bn2 = FrozenBatchNorm2d(width)
+        self.conv3 = _conv(width, cout, 1)
+        self.bn3 = FrozenBatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = _downsample(cin, cout, stride)
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+class ResNet(nn.Module):
+    """ResNet trunk returning the outputs of ``layer1..layer4`` (strides 4..32).
+
+    Args:
+        block: :class:`Bottleneck` (ResNet-50) or :class:`BasicBlock` (ResNet-18).
+        depths: blocks per stage, e.g. ``(3, 4, 6, 3)`` for ResNet-50.
+        widths: inner width per stage, e.g. ``(64, 128, 256, 512)``.
+        stem_width: channels of the stem conv.
+        stem_kernel: its kernel size (7 in ResNets; smaller is cheaper).
+    """
+
+    def __init__(
+        self,
+        block: type[BasicBlock] | type[Bottleneck],
+        depths: Sequence[int],
+        widths: Sequence[int] = (64, 128, 256, 512),
+        stem_width: int = 64,
+        stem_kernel: int = 7,
+    ) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(
+            3, stem_width, stem_kernel, stride=2, padding=stem_kernel // 2, bias=False
+        )
+        self.bn1 = FrozenBatchNorm2d(stem_width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        cin = stem_width
+        self.out_channels: list[int] = []
+        for i, (depth, width) in enumerate(zip(depths, widths, strict=True)):
+            blocks = []
+            for j in range(depth):
+                stride = 2 if (i > 0 and j == 0) else 1
+                blocks.append(block(cin, width, stride))
+                cin = width * block.expansion
+            self.add_module(f"layer{i + 1}", nn.Sequential(*blocks))
+            self.out_channels.append(cin)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        outs = []
+        for i in range(len(self.out_channels)):
+            x = getattr(self, f"layer{i + 1}")(x)
+            outs.append(x)
+        return outs
+
+    def freeze_stages(self, stages: int) -> None:
+        """Stop gradients of the stem (stage 0) and ``layer1..layer{stages-1}``."""
+        if stages <= 0:
+            return
+        frozen: list[nn.Module] = [self.conv1]
+        frozen += [getattr(self, f"layer{k}") for k in range(1, min(stages, 5))]
+        for module in frozen:
+            for p in module.parameters():
+                p.requires_grad_(False)

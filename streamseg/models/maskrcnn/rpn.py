@@ -1,0 +1,237 @@
+"""Region proposal network: anchors, the RPN head, proposals and RPN losses.
+
+Anchors, proposal filtering and losses follow Faster R-CNN as torchvision
+implements it, so torchvision weights give torchvision's proposals: per FPN
+level the ``pre_nms_top_n`` best anchors, decoded, clipped, tiny boxes
+dropped, NMS per level, then the ``post_nms_top_n`` best per image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from streamseg import ops
+from streamseg.models.maskrcnn.fpn import conv_norm_act
+from streamseg.models.maskrcnn.nms import batched_nms_top_k
+from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, match, sample_labels
+
+__all__ = ["RPN", "AnchorGenerator", "RPNHead", "RPNSettings"]
+
+RPN_BOX_WEIGHTS = (1.0, 1.0, 1.0, 1.0)
+
+
+class AnchorGenerator(nn.Module):
+    """Anchors of every FPN level: ``sizes[l]`` x ``aspect_ratios`` at each location.
+
+    Anchors are ``(sum_l Hl*Wl*A, 4)`` xyxy image pixels, location-major
+    (row, column) then anchor; a level's stride is the padded image size
+    divided (integer) by its feature size.
+    """
+
+    def __init__(self, sizes: Sequence[int], aspect_ratios: Sequence[float] = (0.5, 1.0, 2.0)):
+        super().__init__()
+        self.sizes = tuple(int(s) for s in sizes)
+        self.aspect_ratios = tuple(float(a) for a in aspect_ratios)
+        self._cache: dict[tuple[object, ...], Tensor] = {}
+
+    @property
+    def num_anchors(self) -> int:
+        """Anchors per location (the same on every level)."""
+        return len(self.aspect_ratios)
+
+    def base_anchors(self, size: int) -> Tensor:
+        """``(A, 4)`` anchors centred on 0, rounded to integers."""
+        ratios = torch.tensor(self.aspect_ratios, dtype=torch.float32)
+        h_ratios = torch.sqrt(ratios)
+        ws = (1 / h_ratios) * size
+        hs = h_ratios * size
+        return (torch.stack([-ws, -hs, ws, hs], dim=1) / 2).round()
+
+    def forward(
+        self,
+        image_size: tuple[int, int],
+        grid_sizes: Sequence[tuple[int, int]],
+        device: torch.device,
+    ) -> Tensor:
+        key = (image_size, tuple(grid_sizes), str(device))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        out = []
+        for size, (gh, gw) in zip(self.sizes, grid_sizes, strict=True):
+            sh, sw = image_size[0] // gh, image_size[1] // gw
+            xs = torch.arange(gw, dtype=torch.int32, device=device) * sw
+            ys = torch.arange(gh, dtype=torch.int32, device=device) * sh
+            yy, xx = torch.meshgrid(ys, xs, indexing="ij")
+            shifts = torch.stack((xx, yy, xx, yy), dim=-1).reshape(-1, 1, 4)
+            out.append((shifts + self.base_anchors(size).to(device)[None]).reshape(-1, 4))
+        anchors = torch.cat(out)
+        if len(self._cache) > 16:
+            self._cache.clear()
+        self._cache[key] = anchors
+        return anchors
+
+
+class RPNHead(nn.Module):
+    """``conv_depth`` 3x3 convs + ReLU, then objectness logits and box deltas per anchor."""
+
+    def __init__(self, channels: int, num_anchors: int, conv_depth: int = 1) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(
+            *(conv_norm_act(channels, channels, 3, norm=False) for _ in range(conv_depth))
+        )
+        self.cls_logits = nn.Conv2d(channels, num_anchors, 1)
+        self.bbox_pred = nn.Conv2d(channels, num_anchors * 4, 1)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.normal_(m.weight, std=0.01)
+                if m.bias is not None:
+                    nn.init.constant_(m.bias, 0)
+
+    def forward(self, feats: Sequence[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        logits, deltas = [], []
+        for f in feats:
+            t = self.conv(f)
+            logits.append(self.cls_logits(t))
+            deltas.append(self.bbox_pred(t))
+        return logits, deltas
+
+
+@dataclasses.dataclass(frozen=True)
+class RPNSettings:
+    """Proposal counts and thresholds (test-time and train-time top-n differ)."""
+
+    pre_nms_top_n_test: int = 1000
+    post_nms_top_n_test: int = 1000
+    pre_nms_top_n_train: int = 2000
+    post_nms_top_n_train: int = 2000
+    nms_threshold: float = 0.7
+    fg_iou: float = 0.7
+    bg_iou: float = 0.3
+    batch_size_per_image: int = 256
+    positive_fraction: float = 0.5
+    min_size: float = 1e-3
+
+
+def _flatten(levels: Sequence[Tensor], k: int) -> Tensor:
+    """``(N, A*k, H, W)`` per level -> ``(N, sum H*W*A, k)`` location-major."""
+    out = []
+    for t in levels:
+        n, ak, h, w = t.shape
+        out.append(t.view(n, ak // k, k, h, w).permute(0, 3, 4, 1, 2).reshape(n, -1, k))
+    return torch.cat(out, dim=1)
+
+
+class RPN(nn.Module):
+    """Anchors + head -> proposals per image (and losses in training)."""
+
+    def __init__(self, anchors: AnchorGenerator, head: RPNHead, settings: RPNSettings) -> None:
+        super().__init__()
+        self.anchor_generator = anchors
+        self.head = head
+        self.settings = settings
+
+    def forward(
+        self,
+        images: Tensor,
+        feats: Sequence[Tensor],
+        image_sizes: Sequence[tuple[int, int]],
+        targets: Sequence[dict[str, Tensor]] | None = None,
+    ) -> tuple[list[Tensor], dict[str, Tensor]]:
+        """Proposals ``[(Ki, 4)]`` xyxy (resized-image pixels) and the losses (training)."""
+        logits, deltas = self.head(feats)
+        grid = [(int(f.shape[-2]), int(f.shape[-1])) for f in feats]
+        anchors = self.anchor_generator(
+            (int(images.shape[-2]), int(images.shape[-1])), grid, images.device
+        )
+        per_level = [h * w * self.anchor_generator.num_anchors for h, w in grid]
+        obj = _flatten(logits, 1)[..., 0]  # (N, P)
+        reg = _flatten(deltas, 4)  # (N, P, 4)
+        n = obj.shape[0]
+        boxes = ops.decode_boxes(
+            reg.detach().reshape(-1, 4), anchors.repeat(n, 1).to(reg.dtype), RPN_BOX_WEIGHTS
+        )
+        proposals = self._filter(boxes.view(n, -1, 4), obj.detach(), per_level, image_sizes)
+        losses: dict[str, Tensor] = {}
+        if targets is not None:
+            losses = self._losses(anchors, obj, reg, targets)
+        return proposals, losses
+
+    def _top_n(self) -> tuple[int, int]:
+        s = self.settings
+        if self.training:
+            return s.pre_nms_top_n_train, s.post_nms_top_n_train
+        return s.pre_nms_top_n_test, s.post_nms_top_n_test
+
+    def _filter(
+        self,
+        boxes: Tensor,
+        obj: Tensor,
+        per_level: list[int],
+        image_sizes: Sequence[tuple[int, int]],
+    ) -> list[Tensor]:
+        pre, post = self._top_n()
+        idx, lvl = [], []
+        offset = 0
+        for level, count in enumerate(per_level):
+            k = min(pre, count)
+            top = obj[:, offset : offset + count].topk(k, dim=1).indices
+            idx.append(top + offset)
+            lvl.append(torch.full((k,), level, dtype=torch.int64, device=obj.device))
+            offset += count
+        top_idx = torch.cat(idx, dim=1)
+        levels = torch.cat(lvl)
+        rows = torch.arange(obj.shape[0], device=obj.device)[:, None]
+        scores = torch.sigmoid(obj[rows, top_idx])
+        boxes = boxes[rows, top_idx]
+        out = []
+        for b, s, size in zip(boxes, scores, image_sizes, strict=True):
+            b = ops.clip_boxes(b, size)
+            keep = ops.remove_small_boxes(b, self.settings.min_size)
+            b, s_k, lv = b[keep], s[keep], levels[keep]
+            keep = batched_nms_top_k(b, s_k, lv, self.settings.nms_threshold, post)
+            out.append(b[keep])
+        return out
+
+    def _losses(
+        self, anchors: Tensor, obj: Tensor, reg: Tensor, targets: Sequence[dict[str, Tensor]]
+    ) -> dict[str, Tensor]:
+        s = self.settings
+        labels, regression, pos_all, neg_all = [], [], [], []
+        total = anchors.shape[0]
+        for i, t in enumerate(targets):
+            gt = t["boxes"].to(anchors.dtype)
+            if gt.numel() == 0:
+                lab = torch.zeros(total, device=anchors.device)
+                matched = torch.zeros_like(anchors)
+            else:
+                m = match(ops.box_iou(gt, anchors), s.fg_iou, s.bg_iou, allow_low_quality=True)
+                matched = gt[m.clamp(min=0)]
+                lab = (m >= 0).to(anchors.dtype)
+                lab[m == BACKGROUND] = 0.0
+                lab[m == IGNORE] = -1.0
+            pos, neg = sample_labels(lab, s.batch_size_per_image, s.positive_fraction)
+            pos_all.append(pos + i * total)
+            neg_all.append(neg + i * total)
+            labels.append(lab)
+            regression.append(ops.encode_boxes(matched, anchors, RPN_BOX_WEIGHTS))
+        pos = torch.cat(pos_all)
+        sampled = torch.cat([pos, torch.cat(neg_all)])
+        lab_all = torch.cat(labels)
+        reg_targets = torch.cat(regression)
+        box_loss = F.smooth_l1_loss(
+            reg.reshape(-1, 4)[pos], reg_targets[pos], beta=1 / 9, reduction="sum"
+        ) / max(sampled.numel(), 1)
+        obj_loss = F.binary_cross_entropy_with_logits(obj.reshape(-1)[sampled], lab_all[sampled])
+        return {"loss_objectness": obj_loss, "loss_rpn_box_reg": box_loss}
+
+
+def default_anchor_sizes(smallest: int = 32, levels: int = 5) -> tuple[int, ...]:
+    """``(32, 64, 128, 256, 512)`` for the defaults: one size per level, doubling."""
+    return tuple(int(smallest * math.pow(2, i)) for i in range(levels))
