@@ -31,7 +31,9 @@ fi
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 stamp=".venv/.installed$extras"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+fresh() { [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ]; }
+# A dev install (scripts/test.sh) holds the runtime too.
+if ! fresh "$stamp" && ! { [ -z "$extras" ] && fresh ".venv/.installed[dev]"; }; then
   echo "setup: installing Python packages$extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   # torch first, pinned: it is the CPU wheel this machine carries.

@@ -146,6 +146,14 @@ class RedisPublisher:
                 return False
             time.sleep(wait)
 
+    def discard(self) -> int:
+        """Give up on everything still buffered (shutdown): dropped, counted, reported."""
+        gone = list(self._buffer)
+        self._buffer.clear()
+        if gone:
+            self._drop(gone, "shutting down while Redis is away")
+        return len(gone)
+
     def close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(Exception):

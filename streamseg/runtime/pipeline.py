@@ -329,7 +329,8 @@ class Pipeline:
                     publisher.poll()
             left = self.drain_timeout - (time.monotonic() - (self._stop_time or time.monotonic()))
             if not self.publish.close(max(1.0, left)):
-                log.warning("publish: %d messages could not reach Redis", publisher.buffered)
+                lost = publisher.discard()  # counted as dropped (reason redis)
+                log.warning("publish: %d messages could not reach Redis; dropped", lost)
         except BaseException as exc:
             self._fail("publish", exc)
         finally:

@@ -35,7 +35,12 @@ class PipelineStats:
         self.cameras = {cid: CameraCounts() for cid in cameras}
         self._latency: collections.deque[float] = collections.deque(maxlen=window)
         self._all_latency: list[float] = []
+        # (camera, time.monotonic() of the Redis acknowledgement, latency s), when kept
+        self.samples: list[tuple[str, float, float]] = []
         self.keep_all_latencies = False
+        self._reasons: dict[str, collections.Counter[str]] = {
+            cid: collections.Counter() for cid in self.cameras
+        }
         self.metrics = metrics
         self.started = time.monotonic()
         self.first_publish: float | None = None
@@ -53,6 +58,7 @@ class PipelineStats:
     def dropped(self, camera: str, reason: str, n: int = 1) -> None:
         with self._lock:
             self.cameras[camera].dropped += n
+            self._reasons[camera][reason] += n
         if self.metrics:
             self.metrics.frames_dropped.add(n, {"camera": camera, "reason": reason})
 
@@ -69,6 +75,7 @@ class PipelineStats:
             self._latency.append(latency)
             if self.keep_all_latencies:
                 self._all_latency.append(latency)
+                self.samples.append((camera, now, latency))
             self.first_publish = self.first_publish or now
             self.last_publish = now
         if self.metrics:
@@ -77,6 +84,17 @@ class PipelineStats:
     def snapshot(self) -> dict[str, CameraCounts]:
         with self._lock:
             return {cid: dataclasses.replace(c) for cid, c in self.cameras.items()}
+
+    def drop_reasons(self) -> dict[str, dict[str, int]]:
+        """``{camera: {reason: frames dropped}}`` (``queue_full``, ``redis``, ...)."""
+        with self._lock:
+            return {cid: dict(c) for cid, c in self._reasons.items()}
+
+    def latency_samples(self) -> list[tuple[str, float, float]]:
+        """``(camera, acknowledged at (monotonic), latency s)`` of every published frame
+        since ``keep_all_latencies`` was set."""
+        with self._lock:
+            return list(self.samples)
 
     def latency_percentiles(self, *qs: float, all_frames: bool = False) -> list[float | None]:
         """Percentiles (0-100) of capture-to-Redis latency, seconds (recent window,

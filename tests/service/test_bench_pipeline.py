@@ -1,0 +1,39 @@
+"""``streamseg bench pipeline`` prints one JSON object with the figures it promises."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.serve import service_pipeline
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_pipeline_json(cli, tmp_path: Path, redis_server: RedisServer) -> None:  # type: ignore[no-untyped-def]
+    cams = [
+        {"id": "a", "url": "synthetic://?seed=1&width=160&height=120&fps=5&objects=2"},
+        {"id": "b", "url": "synthetic://?seed=2&width=160&height=120&fps=5&objects=2"},
+    ]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(service_pipeline(cams, {"url": redis_server.url})))
+    args = ("bench", "pipeline", str(path), "--frames", "6", "--warmup", "1", "--seconds", "2")
+    proc = cli(*args, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["frames"] == 6 and out["image_size"] == [120, 160]
+    assert out["e2e_frames_published"] == 6
+    assert out["model_fps"] > 0 and out["e2e_fps"] > 0 and out["ratio"] > 0
+    assert out["latency_p50_ms"] <= out["latency_p90_ms"] <= out["latency_p99_ms"]
+    live = out["live"]
+    assert set(live["cameras"]) == {"a", "b"}
+    for cam in live["cameras"].values():
+        assert cam["frames_read"] > 0 and cam["camera_fps"] > 0
+        assert cam["frames_read"] >= cam["processed"]
+        assert cam["realtime_ratio"] == pytest.approx(cam["processed"] / cam["frames_read"], 1e-2)
+        assert cam["dropped"] == sum(cam["dropped_by_reason"].values())
+        assert cam["state"] == "streaming"
+    assert out["peak_rss_mb"] > 0

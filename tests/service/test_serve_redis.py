@@ -1,0 +1,58 @@
+"""Redis restarted under a running service: no crash, drops counted, publishing resumes;
+stopping while Redis is away still exits, counting what could not be sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.support.serve import ServeProcess, metric, service_pipeline, summary
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+
+def test_redis_restart_mid_run(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer
+) -> None:
+    cams = [{"id": "cam", "url": "synthetic://?seed=3&width=160&height=120&fps=10&objects=3"}]
+    # A small outage buffer, so a few seconds without Redis overflow it.
+    config = service_pipeline(cams, {"url": redis_server.url, "buffer_max_messages": 5})
+    config["runtime"]["drain_timeout"] = 3
+    proc = serve(config)
+    client = redis_server.client()
+    stream = "streamseg:detections:cam"
+    proc.wait_for(lambda: client.xlen(stream) >= 5, 90, "5 messages")
+    assert proc.readyz()["http_status"] == 200
+
+    redis_server.stop()
+    proc.wait_for(lambda: proc.readyz()["redis"]["connected"] is False, 15, "Redis seen down")
+    r = proc.readyz()
+    assert r["http_status"] == 503 and r["ready"] is False  # not ready without Redis...
+    assert proc.get("/healthz")[0] == 200  # ...but alive
+    proc.wait_for(lambda: proc.readyz()["redis"]["dropped"] > 0, 30, "buffer overflow drops")
+    assert proc.readyz()["redis"]["buffered"] <= 5
+
+    redis_server.start()  # same port, empty (no persistence)
+    client = redis_server.client()
+    proc.wait_for(lambda: client.xlen(stream) >= 5, 30, "publishing resumes")
+    proc.wait_for(lambda: proc.readyz().get("ready"), 15, "ready again")
+    code, text = proc.get("/metrics")
+    assert code == 200
+    assert (metric(text, "streamseg_publish_dropped_total") or 0) > 0
+    assert (metric(text, "streamseg_ingest_dropped_total", camera="cam", reason="redis") or 0) > 0
+    assert metric(text, "streamseg_publish_connected") == 1
+
+    # Redis goes away again and stays away: SIGTERM still ends the service
+    # (after drain_timeout), and what could not be sent is counted as dropped.
+    redis_server.stop()
+    proc.wait_for(lambda: proc.readyz()["redis"]["buffered"] > 0, 15, "messages buffered")
+    assert proc.terminate() == 0, proc.tail()
+    log = proc.log
+    assert "redis: unavailable" in log and "redis: reconnected" in log
+    assert "could not reach Redis; dropped" in log
+    assert "Traceback" not in log
+    counts = summary(log, "cam")
+    assert counts["dropped"] > 0
+    assert counts["read"] == counts["published"] + counts["dropped"]  # every frame accounted

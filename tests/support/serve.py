@@ -1,0 +1,242 @@
+"""``streamseg serve`` as a real subprocess, with its HTTP endpoint and Redis output.
+
+``ServeProcess`` writes a pipeline.yaml, starts ``python -m streamseg serve``
+in its own session, keeps every line it prints, and offers what the service
+tests need: ``/healthz`` ``/readyz`` ``/metrics``, waiting for a condition
+(failing with the log tail if the process died), SIGTERM and the exit code.
+
+``service_pipeline(...)`` builds the config the service tests share: the small
+Mask R-CNN with random weights on the CPU at the frames' own size (160x120),
+one torch thread, fast reconnects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tests.support.servers import cli_env, free_port
+
+__all__ = [
+    "FAST_RECONNECT",
+    "ServeProcess",
+    "detections",
+    "metric",
+    "service_pipeline",
+    "summary",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+
+FAST_RECONNECT = {
+    "initial_backoff": 0.2,
+    "max_backoff": 1.0,
+    "connect_timeout": 3.0,
+    "read_timeout": 5.0,
+}
+
+
+def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sections: Any) -> dict:  # type: ignore[type-arg]
+    """A pipeline.yaml (as a dict) for service tests; ``sections`` replace whole sections."""
+    config: dict[str, Any] = {
+        "version": 1,
+        "cameras": cameras,
+        "model": {
+            "arch": "maskrcnn_small",
+            "weights": "no-such-checkpoint.pth",
+            "missing_weights": "random",
+            "device": "cpu",
+            "batch_size": 2,
+            "max_wait_ms": 20,
+            # Random weights score every class about equally (~0.2 with the
+            # synthetic classes): a low threshold gives instances with masks.
+            "score_threshold": 0.05,
+            "detections_per_image": 5,
+            "min_size": 120,  # the test frames' own size: no upscaling
+            "max_size": 160,
+        },
+        "redis": {"maxlen": 100_000, "reconnect_initial": 0.1, "reconnect_max": 0.5, **redis},
+        "telemetry": {"metrics": "prometheus", "traces": "none"},
+        "runtime": {"torch_threads": 1, "status_interval": 1.0, "drain_timeout": 20},
+    }
+    config.update(sections)
+    return config
+
+
+class ServeProcess:
+    """One ``streamseg serve`` subprocess.
+
+    Args:
+        config: the pipeline as a dict (written as JSON, which is YAML);
+            ``http`` is set to a free loopback port unless given.
+        workdir: where pipeline.yaml is written.
+        env: extra environment variables (``${ENV}`` values of the config).
+        path: serve this existing pipeline.yaml instead of writing one.
+        http_port: the port its ``http`` section uses (default: a free one).
+        args: extra ``serve`` arguments.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None,
+        workdir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        path: Path | None = None,
+        http_port: int | None = None,
+        args: tuple[str, ...] = ("--log-level", "INFO"),
+    ) -> None:
+        self.http_port = http_port or free_port()
+        if path is None:
+            assert config is not None
+            cfg = dict(config)
+            cfg.setdefault("http", {"host": "127.0.0.1", "port": self.http_port})
+            self.http_port = int(cfg["http"]["port"])
+            path = workdir / "pipeline.yaml"
+            path.write_text(json.dumps(cfg, indent=2))
+        self.path = path
+        self.env = {**cli_env(), "OMP_NUM_THREADS": "1", **(env or {})}
+        self.args = args
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+
+    # -- process -----------------------------------------------------------
+    def start(self) -> ServeProcess:
+        cmd = [sys.executable, "-m", "streamseg", "serve", str(self.path), "--no-status"]
+        self.proc = subprocess.Popen(
+            [*cmd, *self.args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.env,
+            cwd=REPO,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+        return self
+
+    def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line.rstrip("\n"))
+
+    @property
+    def log(self) -> str:
+        with self._lock:
+            return "\n".join(self.lines)
+
+    def tail(self, n: int = 40) -> str:
+        with self._lock:
+            return "\n".join(self.lines[-n:])
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait for the exit code (SIGKILL and fail after ``timeout``)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"serve did not exit within {timeout}s:\n{self.tail()}") from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    # -- HTTP --------------------------------------------------------------
+    def get(self, path: str) -> tuple[int, str]:
+        """``(status, body)`` of ``GET http://127.0.0.1:PORT/path``; ``(0, "")`` if refused."""
+        url = f"http://127.0.0.1:{self.http_port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return int(resp.status), resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+        except OSError:
+            return 0, ""
+
+    def readyz(self) -> dict[str, Any]:
+        code, body = self.get("/readyz")
+        if code == 0:
+            return {}
+        out: dict[str, Any] = json.loads(body)
+        out["http_status"] = code
+        return out
+
+    def camera(self, camera_id: str) -> dict[str, Any]:
+        cams: dict[str, Any] = self.readyz().get("cameras", {})
+        return dict(cams.get(camera_id, {}))
+
+    # -- waiting -----------------------------------------------------------
+    def wait_for(self, predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Poll until ``predicate()`` is truthy (returns it); fail with the log if not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if not self.running:
+                raise AssertionError(f"serve exited while waiting for {what}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout}s waiting for {what}; /readyz: "
+                    f"{self.readyz()}\n{self.tail()}"
+                )
+            time.sleep(0.1)
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def summary(log: str, camera: str) -> dict[str, int]:
+    """The counts of ``serve``'s exit summary line for ``camera``."""
+    m = re.search(
+        rf"summary\[{re.escape(camera)}\]: (\d+) frames read, (\d+) dropped, "
+        r"(\d+) segmented, (\d+) published",
+        log,
+    )
+    assert m is not None, f"no summary line for {camera}:\n{log[-3000:]}"
+    read, dropped, segmented, published = map(int, m.groups())
+    return {"read": read, "dropped": dropped, "segmented": segmented, "published": published}
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of the Prometheus sample ``name`` whose labels include ``labels``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None
+
+
+def detections(client: Any, camera: str, prefix: str = "streamseg") -> list[dict[str, Any]]:
+    """Every detections message of ``camera`` in Redis, oldest first."""
+    entries = client.xrange(f"{prefix}:detections:{camera}")
+    return [json.loads(fields[b"data"]) for _id, fields in entries]
