@@ -195,3 +195,55 @@ def test_published_layouts_have_transformers_keys() -> None:
         assert len(ours.model.transformer_module.decoder.layers) == 9
         assert ours.model.transformer_module.queries_features.num_embeddings == 100
         assert ours.input_spec.mean == (0.485, 0.456, 0.406) and ours.input_spec.scale == 255.0
+
+
+def test_loss_matches_transformers_with_same_random_points(pair) -> None:
+    """Same weights, targets and seed: our loss equals Mask2FormerLoss's weighted total."""
+    hf, ours = pair
+    torch.manual_seed(2)
+    images = torch.randn(2, 3, 64, 96)
+    masks = [(torch.rand(n, 64, 96) > 0.6).float() for n in (2, 3)]
+    labels = [torch.tensor([0, 2]), torch.tensor([1, 1, 0])]
+    targets = [
+        {"boxes": torch.zeros(len(lab), 4), "labels": lab + 1, "masks": m.to(torch.uint8)}
+        for lab, m in zip(labels, masks, strict=True)
+    ]
+    hf.train(), ours.train()
+    try:
+        torch.manual_seed(3)
+        expected = hf(pixel_values=images, mask_labels=masks, class_labels=labels).loss
+        torch.manual_seed(3)
+        got = ours(images, [(64, 96), (64, 96)], targets)
+    finally:
+        hf.eval(), ours.eval()
+    assert set(got) == {"loss_class", "loss_mask", "loss_dice"}
+    torch.testing.assert_close(sum(got.values()), expected, atol=1e-4, rtol=1e-5)
+
+
+def test_loads_hub_layout_written_by_save_pretrained(pair, tmp_path) -> None:
+    """``save_pretrained`` writes hub (transformers-4) key names; outputs stay identical."""
+    pytest.importorskip("safetensors")
+    from safetensors.torch import load_file, save_file
+
+    hf, ours = pair
+    hf.save_pretrained(tmp_path / "hub")
+    file = tmp_path / "hub" / "model.safetensors"
+    saved = load_file(str(file))
+    assert any(".encoder.encoder.layers.0.blocks.0.attention.self.query." in k for k in saved)
+    model = mask2former_tiny(num_classes=NUM_CLASSES, weights=str(file))
+    images = _images()
+    with torch.no_grad():
+        want, got = ours(images, [(96, 128)] * 2), model(images, [(96, 128)] * 2)
+    torch.testing.assert_close(got["pred_masks"], want["pred_masks"], atol=0, rtol=0)
+
+    # A transformers-4 era file: relative_position_index buffers, no final Swin norm.
+    old = {k: v for k, v in saved.items() if ".encoder.layernorm." not in k}
+    old[
+        "model.pixel_level_module.encoder.encoder.layers.0.blocks.0.attention.self."
+        "relative_position_index"
+    ] = torch.zeros(16, 16, dtype=torch.int64)
+    save_file(old, str(tmp_path / "old.safetensors"))
+    model = mask2former_tiny(num_classes=NUM_CLASSES, weights=str(tmp_path / "old.safetensors"))
+    with torch.no_grad():
+        got = model(images, [(96, 128)] * 2)
+    torch.testing.assert_close(got["pred_logits"], want["pred_logits"], atol=0, rtol=0)

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 from streamseg.models.mask2former.config import hf_config
+from streamseg.models.mask2former.convert import UNUSED_MODULE_KEYS, to_model_keys
 from streamseg.models.mask2former.model import Mask2Former
 
 __all__ = [
@@ -145,16 +146,18 @@ def read_hf_state_dict(path: str | Path) -> dict[str, Tensor]:
 def load_weights(model: Mask2Former, path: str | Path) -> None:
     """Load Hugging Face-layout weights into ``model`` after a strict key check.
 
-    ``criterion.empty_weight`` (the loss's class weights) may be absent.
+    Keys may be named as in hub files (transformers 4) or as transformers 5's
+    modules (see ``convert.py``). ``criterion.empty_weight`` (the loss's class
+    weights) and Swin's unused final norm may be absent.
 
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mis-shaped keys.
     """
-    state = read_hf_state_dict(path)
+    state = to_model_keys(read_hf_state_dict(path))
     check_state_dict(
         model,
         state,
         source=f"{path} (Hugging Face Mask2Former layout)",
-        ignore_missing=("criterion.empty_weight", "num_batches_tracked"),
+        ignore_missing=("criterion.empty_weight", "num_batches_tracked", *UNUSED_MODULE_KEYS),
     )
     model.load_state_dict(state, strict=False)

@@ -104,7 +104,9 @@ class SetCriterion(nn.Module):
         """
         num_masks = self._num_masks(targets, predictions[0][0].device)
         out: dict[str, Tensor] = {}
-        for class_logits, mask_logits in predictions:
+        # The last layer first, then the auxiliary ones: the same order of
+        # random draws as transformers' Mask2FormerLoss (a test compares them).
+        for class_logits, mask_logits in [predictions[-1], *predictions[:-1]]:
             matches = self.match(class_logits, mask_logits, targets)
             ce = self._class_loss(class_logits, targets, matches)
             bce, dice = self._mask_losses(mask_logits, targets, matches, num_masks)

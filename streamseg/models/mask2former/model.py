@@ -154,9 +154,9 @@ class Mask2Former(nn.Module):
 
     def freeze_backbone_stages(self, stages: int) -> None:
         """Stop gradients of the stem (stage 0) and backbone stages ``1..stages-1``."""
-        backbone: Any = self.backbone
         # transformers' ResNetBackbone: embedder + encoder.stages; SwinBackbone:
-        # embeddings + encoder.layers.
+        # swin.embeddings + swin.encoder.layers.
+        backbone: Any = getattr(self.backbone, "swin", self.backbone)
         stem = getattr(backbone, "embedder", None) or getattr(backbone, "embeddings", None)
         blocks = getattr(backbone.encoder, "stages", None) or backbone.encoder.layers
         frozen: list[nn.Module] = [stem] if stages > 0 and stem is not None else []
