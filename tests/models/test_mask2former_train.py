@@ -10,11 +10,11 @@ import torch
 
 pytest.importorskip("transformers")
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES  # noqa: E402
-from streamseg.models.mask2former.build import mask2former_tiny  # noqa: E402
-from streamseg.train.data import Sample, SyntheticDataset  # noqa: E402
-from streamseg.train.evaluate import evaluate_model  # noqa: E402
-from streamseg.train.transforms import batch_images  # noqa: E402
+from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
+from streamseg.models.mask2former.build import mask2former_tiny
+from streamseg.train.data import Sample, SyntheticDataset
+from streamseg.train.evaluate import evaluate_model
+from streamseg.train.transforms import batch_images
 
 STEPS = 60
 
