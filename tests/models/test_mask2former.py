@@ -167,6 +167,9 @@ def test_safetensors_and_unreadable_files(pair, tmp_path) -> None:
         load_weights(model, broken)
     with pytest.raises(CheckpointError, match="does not exist"):
         load_weights(model, tmp_path / "missing.bin")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="folder without model.safetensors"):
+        load_weights(model, tmp_path / "empty")
 
 
 @pytest.mark.parametrize(
@@ -230,7 +233,7 @@ def test_loads_hub_layout_written_by_save_pretrained(pair, tmp_path) -> None:
     file = tmp_path / "hub" / "model.safetensors"
     saved = load_file(str(file))
     assert any(".encoder.encoder.layers.0.blocks.0.attention.self.query." in k for k in saved)
-    model = mask2former_tiny(num_classes=NUM_CLASSES, weights=str(file))
+    model = mask2former_tiny(num_classes=NUM_CLASSES, weights=str(tmp_path / "hub"))  # folder
     images = _images()
     with torch.no_grad():
         want, got = ours(images, [(96, 128)] * 2), model(images, [(96, 128)] * 2)

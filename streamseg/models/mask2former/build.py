@@ -122,9 +122,25 @@ def build_mask2former(backbone: str, **options: Any) -> Mask2Former:
     return model.eval()
 
 
+# Weight files of a Hugging Face model folder, in the order transformers tries them.
+_FOLDER_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
 def read_hf_state_dict(path: str | Path) -> dict[str, Tensor]:
-    """Tensors of a ``.safetensors``, ``.bin``, ``.pth`` or trainer checkpoint file."""
+    """Tensors of a ``.safetensors``/``.bin``/``.pth`` file, a trainer checkpoint, or a
+    Hugging Face model folder (``model.safetensors``, sharded or not, or
+    ``pytorch_model.bin``)."""
     path = Path(path)
+    if path.is_dir():
+        for name in _FOLDER_FILES:
+            if (path / name).exists():
+                return read_hf_state_dict(path / name)
+        raise CheckpointError(
+            f"{path} is a folder without {', '.join(_FOLDER_FILES)}; point `weights` at the "
+            "weights file or a Hugging Face model folder"
+        )
+    if path.name.endswith(".index.json"):
+        return _read_sharded(path)
     if path.suffix != ".safetensors":
         return read_checkpoint(path).state_dict
     if not path.exists():
@@ -141,6 +157,20 @@ def read_hf_state_dict(path: str | Path) -> dict[str, Tensor]:
         raise CheckpointError(
             f"checkpoint {path} is not a readable safetensors file ({exc})"
         ) from None
+
+
+def _read_sharded(index: Path) -> dict[str, Tensor]:
+    import json
+
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{index} is not a safetensors shard index ({exc})") from None
+    state: dict[str, Tensor] = {}
+    for shard in shards:
+        state.update(read_hf_state_dict(index.parent / shard))
+    return state
 
 
 def load_weights(model: Mask2Former, path: str | Path) -> None:

@@ -20,14 +20,22 @@ class MissingTransformersError(ImportError):
     """transformers is not installed: Mask2Former needs it."""
 
 
+_INSTALL = "pip install 'streamseg[mask2former]' (or pip install 'transformers>=5,<6')"
+
+
 def _transformers() -> Any:
     try:
         import transformers
     except ImportError:
         raise MissingTransformersError(
-            "Mask2Former needs the `transformers` package: pip install 'streamseg[mask2former]' "
-            "(or pip install 'transformers>=5')"
+            f"Mask2Former needs the `transformers` package: {_INSTALL}"
         ) from None
+    major = int(transformers.__version__.split(".")[0])
+    if major != 5:
+        raise MissingTransformersError(
+            f"Mask2Former needs transformers 5.x (module and key names differ), "
+            f"found {transformers.__version__}: {_INSTALL}"
+        )
     return transformers
 
 
