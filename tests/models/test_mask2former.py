@@ -168,7 +168,7 @@ def test_safetensors_and_unreadable_files(pair, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="does not exist"):
         load_weights(model, tmp_path / "missing.bin")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CheckpointError, match="folder without model.safetensors"):
+    with pytest.raises(CheckpointError, match=r"folder without model\.safetensors"):
         load_weights(model, tmp_path / "empty")
 
 
