@@ -250,3 +250,21 @@ def test_loads_hub_layout_written_by_save_pretrained(pair, tmp_path) -> None:
     with torch.no_grad():
         got = model(images, [(96, 128)] * 2)
     torch.testing.assert_close(got["pred_logits"], want["pred_logits"], atol=0, rtol=0)
+
+
+def test_dense_parts_are_batch_first_and_padding_safe(pair) -> None:
+    """What compiled backends rely on: positional batch-first parts, zero-image padding."""
+    _, ours = pair
+    parts = dict(ours.dense_parts())
+    assert parts == {"model.pixel_level_module": "image", "head": "image"}
+    assert "head.class_predictor.weight" not in ours.state_dict()  # keys stay Hugging Face's
+    images = _images()
+    padded = torch.cat([images, torch.zeros(1, 3, 96, 128)])
+    with torch.no_grad():
+        want = ours(images, [(96, 128)] * 2)
+        pixel = ours.model.pixel_level_module(padded)
+        logits, masks = ours.head(
+            tuple(pixel.decoder_hidden_states), pixel.decoder_last_hidden_state
+        )
+    torch.testing.assert_close(logits[:2], want["pred_logits"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(masks[:2], want["pred_masks"], atol=1e-5, rtol=1e-5)

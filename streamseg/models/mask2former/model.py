@@ -27,6 +27,26 @@ __all__ = ["Mask2Former"]
 _MASK_STRIDE = 4
 
 
+class DecoderHead(nn.Module):
+    """Masked-attention decoder + class head with batch-first inputs and outputs.
+
+    ``forward(multi_scale_features (3 x (B, C, h, w)), mask_features (B, C, H/4, W/4))``
+    returns the last layer's ``(class_logits (B, Q, K+1), mask_logits (B, Q, H/4, W/4))``.
+    """
+
+    def __init__(self, transformer_module: nn.Module, class_predictor: nn.Module) -> None:
+        super().__init__()
+        self.transformer_module = transformer_module
+        self.class_predictor = class_predictor
+
+    def forward(
+        self, multi_scale_features: tuple[Tensor, ...], mask_features: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        out = self.transformer_module(list(multi_scale_features), mask_features, True)
+        last = out.intermediate_hidden_states[-1].transpose(0, 1)
+        return self.class_predictor(last), out.masks_queries_logits[-1]
+
+
 class Mask2Former(nn.Module):
     """Mask2Former for instance segmentation.
 
@@ -68,6 +88,12 @@ class Mask2Former(nn.Module):
             oversample_ratio=config.oversample_ratio,
             importance_sample_ratio=config.importance_sample_ratio,
         )
+        # Not registered as a submodule: its weights are model.transformer_module's
+        # and class_predictor's, and the state dict keeps the Hugging Face keys.
+        self.head: DecoderHead
+        object.__setattr__(
+            self, "head", DecoderHead(self.model.transformer_module, self.class_predictor)
+        )
         self.class_names = tuple(class_names)
         self.score_threshold = score_threshold
         self.detections_per_image = detections_per_image
@@ -89,12 +115,22 @@ class Mask2Former(nn.Module):
 
     def predictions(self, images: Tensor) -> list[tuple[Tensor, Tensor]]:
         """``(class_logits (B,Q,K+1), mask_logits (B,Q,H/4,W/4))`` of every decoder layer."""
-        out = self.model(pixel_values=images, output_hidden_states=True, return_dict=True)
-        states = out.transformer_decoder_intermediate_states
-        masks = out.masks_queries_logits
+        pixel = self.model.pixel_level_module(images)
+        out = self.model.transformer_module(
+            list(pixel.decoder_hidden_states), pixel.decoder_last_hidden_state, True
+        )
+        states, masks = out.intermediate_hidden_states, out.masks_queries_logits
         return [
             (self.class_predictor(s.transpose(0, 1)), m) for s, m in zip(states, masks, strict=True)
         ]
+
+    def dense_parts(self) -> list[tuple[str, str]]:
+        """Submodules a compiled backend compiles (batch-first inputs and outputs).
+
+        ``model.pixel_level_module`` (backbone + pixel decoder) and ``head``
+        (transformer decoder + class head, last layer only).
+        """
+        return [("model.pixel_level_module", "image"), ("head", "image")]
 
     def forward(
         self,
@@ -103,12 +139,13 @@ class Mask2Former(nn.Module):
         targets: Sequence[dict[str, Tensor]] | None = None,
     ) -> dict[str, Tensor]:
         if targets is None:
-            out = self.model(pixel_values=images, output_hidden_states=True, return_dict=True)
-            last = out.transformer_decoder_intermediate_states[-1].transpose(0, 1)
-            return {
-                "pred_logits": self.class_predictor(last),
-                "pred_masks": out.masks_queries_logits[-1],
-            }
+            # Two positional calls of batch-first parts, so that a compiled
+            # backend can swap either one's forward (see dense_parts).
+            pixel = self.model.pixel_level_module(images)
+            logits, masks = self.head(
+                tuple(pixel.decoder_hidden_states), pixel.decoder_last_hidden_state
+            )
+            return {"pred_logits": logits, "pred_masks": masks}
         padded = (int(images.shape[-2]), int(images.shape[-1]))
         prepared = [self._target(t, padded, i) for i, t in enumerate(targets)]
         return dict(self.criterion(self.predictions(images), prepared))
