@@ -40,7 +40,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY streamseg ./streamseg
 COPY ops ./ops
-RUN pip install ".[dali,tensorrt]" --extra-index-url https://pypi.nvidia.com \
+RUN pip install ".[dali,tensorrt,mask2former]" --extra-index-url https://pypi.nvidia.com \
       --extra-index-url "${TORCH_INDEX}" \
  && python -c "import streamseg.cli; print('streamseg import ok')"
 
