@@ -45,6 +45,7 @@ RUN pip install ".[dali,tensorrt,mask2former]" --extra-index-url https://pypi.nv
  && python -c "import streamseg.cli; print('streamseg import ok')"
 
 COPY pipeline.yaml ./pipeline.yaml
+COPY models ./models
 
 RUN useradd --create-home --uid 10001 streamseg
 USER streamseg

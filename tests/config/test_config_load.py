@@ -17,8 +17,11 @@ def test_default_pipeline_is_valid() -> None:
     config = load_pipeline(REPO / "pipeline.yaml", environ={})
     assert [c.id for c in config.cameras] == ["synth-a", "synth-b"]
     assert config.model.arch == "maskrcnn_small"
-    assert config.model.missing_weights == "random"
+    # The shipped demo checkpoint: a wrong path must be an error, not random weights.
+    assert config.model.missing_weights == "error"
     assert config.model.weights == str(REPO / "models" / "demo_small.pth")
+    rules = config.alerts.cameras["synth-a"].rules
+    assert {r.type for r in rules} == {"zone", "line", "dwell", "crowding"}
     assert config.redis.url == "redis://127.0.0.1:6379/0"
     assert config.http.port == 8080
 

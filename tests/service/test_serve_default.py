@@ -1,7 +1,8 @@
-"""The default pipeline.yaml starts as it is (smoke): both cameras publish, ready, clean exit."""
+"""The default pipeline.yaml starts as it is: the demo model finds objects, rules fire, clean exit."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +11,8 @@ from tests.support.serve import REPO, ServeProcess
 from tests.support.servers import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
+
+SYNTHETIC_CLASSES = {"disc", "square", "triangle", "star"}
 
 
 def test_default_pipeline_serves(
@@ -21,11 +24,25 @@ def test_default_pipeline_serves(
     client = redis_server.client()
 
     def published() -> bool:
-        return all(client.xlen(f"streamseg:detections:{c}") >= 2 for c in ("synth-a", "synth-b"))
+        return all(client.xlen(f"streamseg:detections:{c}") >= 5 for c in ("synth-a", "synth-b"))
 
     proc.wait_for(published, 120, "both synthetic cameras publish")
     r = proc.readyz()
     assert r["http_status"] == 200 and set(r["cameras"]) == {"synth-a", "synth-b"}
-    assert "RANDOM weights" in proc.log  # no demo checkpoint here: it says so
+    assert "RANDOM weights" not in proc.log and "warm-up batch took" in proc.log
+    # The shipped demo model sees the scene's objects: tracked, labelled, masked.
+    found = []
+    for _id, fields in client.xrange("streamseg:detections:synth-a"):
+        found += json.loads(fields[b"data"])["instances"]
+    assert found, "the demo model found nothing in the synthetic scene"
+    assert {i["label_name"] for i in found} <= SYNTHETIC_CLASSES
+    assert all(i["mask"]["size"] == [240, 320] for i in found)
+    assert any(i["track_id"] is not None for i in found)
+    # synth-a's rules (a line through the middle, a zone on the right) fire.
+    proc.wait_for(lambda: client.xlen("streamseg:alerts") >= 1, 120, "an alert is published")
+    _id, fields = client.xrange("streamseg:alerts", count=1)[0]
+    alert = json.loads(fields[b"data"])
+    assert alert["camera_id"] == "synth-a" and alert["label_name"] in SYNTHETIC_CLASSES
+    assert alert["rule"] in {"enter-right", "cross-middle", "linger-right", "crowd-right"}
     assert proc.terminate() == 0, proc.tail()
     assert "Traceback" not in proc.log
