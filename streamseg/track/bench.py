@@ -27,9 +27,12 @@ from streamseg.track.matching import box_iou
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Frame, FrameResult, Instances
 
-__all__ = ["Degrade", "cost", "mot_summary", "quality", "synthetic_detections"]
+__all__ = ["Degrade", "Detector", "cost", "mot_summary", "quality", "synthetic_detections"]
 
 _NO_IMAGE = torch.zeros((0, 0, 3), dtype=torch.uint8)
+
+# A model run on one rendered frame: ``Frame`` (uint8 image) -> its detections.
+Detector = Callable[[Frame], Instances]
 
 
 class Degrade:
@@ -104,8 +107,14 @@ def synthetic_detections(
     objects: int,
     degrade: Degrade | None,
     masks: bool = False,
+    detector: Detector | None = None,
 ) -> Iterator[tuple[Frame, Instances, Instances]]:
-    """``(frame, ground truth, detections)`` of a synthetic scene (``degrade=None``: exact)."""
+    """``(frame, ground truth, detections)`` of a synthetic scene.
+
+    Detections come from ``detector`` (a model run on the rendered frame)
+    when one is given, else from the ground truth degraded by ``degrade``
+    (``None``: exact ground truth).
+    """
     from streamseg.ingest.synthetic import SyntheticScene
 
     scene = SyntheticScene(
@@ -113,8 +122,15 @@ def synthetic_detections(
     )
     for f in scene:
         gt = f.gt if masks else f.gt.replace(masks=None)
-        det = gt.replace(track_ids=None) if degrade is None else degrade(gt, f.visibility)
-        frame = Frame("bench", f.index, f.time, 1.0e9 + f.time, _NO_IMAGE)
+        image = _NO_IMAGE if detector is None else f.image
+        frame = Frame("bench", f.index, f.time, 1.0e9 + f.time, image)
+        if detector is not None:
+            det = detector(frame)
+            det = det if masks else det.replace(masks=None)
+        elif degrade is None:
+            det = gt.replace(track_ids=None)
+        else:
+            det = degrade(gt, f.visibility)
         yield frame, gt, det
 
 
@@ -163,8 +179,13 @@ def quality(
     objects: int,
     degrade: Callable[[int], Degrade | None],
     masks: bool = False,
+    detector: Detector | None = None,
 ) -> dict[str, Any]:
-    """MOT figures over ``seeds`` scenes pooled into one accumulator, plus per-scene IDF1."""
+    """MOT figures over ``seeds`` scenes pooled into one accumulator.
+
+    ``detector``: score tracks of a model's detections instead of degraded
+    ground truth (see :func:`synthetic_detections`).
+    """
 
     def pairs() -> Iterator[tuple[Instances, Instances]]:
         for seed in seeds:
@@ -178,6 +199,7 @@ def quality(
                 objects=objects,
                 degrade=degrade(seed),
                 masks=masks,
+                detector=detector,
             ):
                 tracked, _ = stage.process(FrameResult(frame, det))
                 # Ids are per stage: offset them so scenes never share an id.

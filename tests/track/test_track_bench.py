@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from streamseg.cli import main
 from streamseg.track import kalman
 from streamseg.track.kalman import KalmanBoxes
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_track_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,6 +31,30 @@ def test_bench_track_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [row["objects"] for row in out["cost"]] == [5, 20]
     assert all(row["track_rules_ms_p50"] > 0 and row["rules"] == 6 for row in out["cost"])
     assert set(out["goals"]) == {"idf1_noisy_gt_at_least_0.9"}  # no 100-object row
+
+
+def test_bench_track_on_the_demo_models_detections(capsys: pytest.CaptureFixture[str]) -> None:
+    weights = REPO / "models" / "demo_small.pth"
+    args = ["bench", "track", "--seeds", "1", "--frames", "40", "--objects", "4"]
+    args += ["--size", "320x240", "--skip-cost"]
+    code = main([*args, "--detector", "maskrcnn_small", "--weights", str(weights)])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    model = out["quality"]["maskrcnn_small"]
+    assert model["num_frames"] == 40 and model["weights"] == "demo_small.pth"
+    assert model["model_ms_per_frame"] > 0
+    # The trained model finds and follows most objects; a broken detector path
+    # (no image, wrong classes, boxes in the wrong frame) scores near zero.
+    assert model["idf1"] > 0.5 and model["mota"] > 0.3, model
+
+
+def test_bench_track_detector_with_a_missing_checkpoint(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["bench", "track", "--seeds", "1", "--frames", "2", "--skip-cost"]
+    code = main([*args, "--detector", "maskrcnn_small", "--weights", str(tmp_path / "no.pth")])
+    assert code == 2
+    assert "no.pth" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
