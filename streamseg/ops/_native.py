@@ -3,8 +3,9 @@
 The kernels are compiled on first use with ``torch.utils.cpp_extension.load``
 (ninja, the system C++ compiler and, where ``torch.cuda.is_available()``,
 nvcc) into ``$TORCH_EXTENSIONS_DIR`` or ``~/.cache/streamseg/torch_extensions``,
-one folder per torch version, Python version and flavour (``cpu`` or
-``cuda``). Later processes find the library there and only load it.
+one folder per torch version, Python version, flavour (``cpu`` or
+``cuda``) and source tree (two checkouts never rebuild each other's
+library). Later processes find the library there and only load it.
 
 ``STREAMSEG_OPS`` chooses the path:
 
@@ -19,10 +20,12 @@ Nothing here runs at import time.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,7 +103,10 @@ def cache_dir() -> Path:
 def _build_dir(flavour: str) -> Path:
     version = torch.__version__.replace("+", "_")
     py = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return cache_dir() / f"streamseg_ops-torch{version}-{py}-{flavour}"
+    # The build arguments name the source folder, and torch rebuilds when they
+    # change: one folder per source tree keeps checkouts from thrashing.
+    tree = hashlib.sha1(str(sources_dir()).encode()).hexdigest()[:8]
+    return cache_dir() / f"streamseg_ops-torch{version}-{py}-{flavour}-{tree}"
 
 
 def _compile(with_cuda: bool, verbose: bool) -> Path:
@@ -138,11 +144,17 @@ def _try_load(verbose: bool) -> None:
     attempts = [True, False] if want_cuda else [False]
     errors = []
     for with_cuda in attempts:
+        flavour = "CUDA" if with_cuda else "CPU"
+        built = _build_dir(flavour.lower()) / f"streamseg_ops_{flavour.lower()}.so"
+        if not built.is_file():
+            _log.info("ops: compiling the native %s kernels (first use; a minute or so)", flavour)
+        start = time.perf_counter()
         try:
             _STATE.library = _compile(with_cuda, verbose)
         except Exception as exc:  # any compiler/linker/loader failure means "no native"
-            errors.append(f"{'CUDA' if with_cuda else 'CPU'} build: {exc}")
+            errors.append(f"{flavour} build: {exc}")
             continue
+        _log.info("ops: native %s kernels ready (%.1f s)", flavour, time.perf_counter() - start)
         from streamseg.ops import _fake
 
         _fake.register()

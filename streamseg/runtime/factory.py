@@ -98,6 +98,10 @@ def build_segmenter(model: ModelConfig) -> SegmenterLike:
         "model: loading %s on %s (%s, %s)", model.arch, model.device, model.precision, model.backend
     )
     segmenter: SegmenterLike = Segmenter(**options)
+    # The first batch's one-off costs (native kernels, a compiled backend's
+    # first run) are paid here, before the cameras start and while /readyz
+    # still says the model is loading.
+    log.info("model: warm-up batch took %.1f s", segmenter.warm_up())
     return segmenter
 
 

@@ -184,6 +184,25 @@ class Segmenter:
             )
         return results
 
+    def warm_up(self) -> float:
+        """Segment one blank frame; the seconds it took.
+
+        The first batch pays one-off costs (building or loading the native
+        kernels, allocator growth, a compiled backend's first run). The frame
+        is the backend's choice: the model's largest landscape input
+        (``min_size x max_size``), or an AOT package's own frame size.
+        """
+        import time
+
+        from streamseg.types import Frame
+
+        spec = self.input_spec
+        h, w = self.backend.warm_up_frame(spec.min_size, spec.max_size)
+        blank = torch.zeros((h, w, 3), dtype=torch.uint8)
+        start = time.perf_counter()
+        self.segment(FrameBatch((Frame("warm-up", 0, 0.0, time.time(), blank),)))
+        return time.perf_counter() - start
+
     @contextlib.contextmanager
     def _autocast(self) -> Iterator[None]:
         if self.precision == "fp32":

@@ -49,6 +49,15 @@ def test_aot_matches_eager(package: tuple[Path, str], cameras: int) -> None:
     aot.close()
 
 
+def test_warm_up_uses_the_package_frame_size(package: tuple[Path, str]) -> None:
+    path, weights = package
+    aot = Segmenter(weights=weights, backend="aot", aot_package=str(path), **SMALL)
+    # A frame at the model's own largest input would not fit the package.
+    assert aot.backend.warm_up_frame(800, 1333) == (96, 160)
+    assert aot.warm_up() > 0
+    aot.close()
+
+
 def test_hot_swap_reloads_the_package_weights(package: tuple[Path, str], tmp_path: Path) -> None:
     path, weights = package
     batch: FrameBatch = scene_batch([(96, 160)] * 2)

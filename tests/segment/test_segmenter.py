@@ -129,3 +129,14 @@ def test_bad_settings_are_clear_errors(kwargs: dict[str, str], message: str) -> 
 def test_cuda_without_a_gpu_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="sees no CUDA GPU; use device: cpu"):
         Segmenter(device="cuda", **SMALL)
+
+
+def test_warm_up_segments_the_largest_landscape_input(segmenter: Segmenter) -> None:
+    spec = segmenter.input_spec
+    assert segmenter.backend.warm_up_frame(spec.min_size, spec.max_size) == (
+        spec.min_size,
+        spec.max_size,
+    )
+    assert segmenter.warm_up() > 0
+    # Nothing of the blank frame stays behind: a real batch still segments.
+    assert len(segmenter.segment(scene_batch([(96, 160)]))) == 1

@@ -319,6 +319,9 @@ class AotBackend(Backend):
                 f"export it again with these settings: {_EXPORT_HINT}"
             )
 
+    def warm_up_frame(self, min_size: int, max_size: int) -> tuple[int, int]:
+        return (int(self.info["frame_height"]), int(self.info["frame_width"]))
+
     def input_size(self, padded: tuple[int, int]) -> tuple[int, int]:
         size = self.info.input_size
         if padded[0] > size[0] or padded[1] > size[1]:

@@ -26,6 +26,14 @@ class Backend:
         """
         return None
 
+    def warm_up_frame(self, min_size: int, max_size: int) -> tuple[int, int]:
+        """``(H, W)`` of the frame to warm up with: the model's largest landscape input.
+
+        A compiled backend that grows its fixed size to the largest batch it
+        has seen is then sized for every landscape camera at once.
+        """
+        return (min_size, max_size)
+
     def weights_loaded(self, state: Mapping[str, Tensor]) -> None:
         """Called after new weights were copied into the model (hot swap)."""
 
