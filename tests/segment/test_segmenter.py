@@ -65,6 +65,31 @@ def test_bf16_autocast_gives_float32_results(batch2: FrameBatch) -> None:
     assert results[0].masks is not None and results[0].masks.shape[1:] == (96, 160)
 
 
+DEMO = Path(__file__).resolve().parents[2] / "models" / "demo_small.pth"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_low_precision_finds_what_fp32_finds(precision: str) -> None:
+    """The trained demo model: confident detections agree with fp32 to a few pixels."""
+    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.types import Frame
+
+    scene = SyntheticScene(seed=1001, height=240, width=320, num_objects=5)
+    frames = tuple(
+        Frame("cam", i, f.time, 0.0, f.image) for i, f in enumerate(scene.frame(k) for k in (0, 7))
+    )
+    full = Segmenter(arch="maskrcnn_small", weights=str(DEMO)).segment(FrameBatch(frames))
+    low = Segmenter(arch="maskrcnn_small", weights=str(DEMO), precision=precision)
+    for a, b in zip(full, low.segment(FrameBatch(frames)), strict=True):
+        assert b.boxes.dtype == torch.float32 and b.masks is not None
+        sure = a.scores > 0.7
+        assert int(sure.sum()) >= 2
+        for box, label in zip(a.boxes[sure], a.labels[sure], strict=True):
+            gap = (b.boxes - box).abs().max(dim=1).values
+            j = int(gap.argmin())
+            assert float(gap[j]) < 4.0 and int(b.labels[j]) == int(label), (precision, box)
+
+
 def _checkpoint(path: Path, seed: int, **meta_changes: object) -> Path:
     torch.manual_seed(seed)
     options = {k: v for k, v in SMALL.items() if k != "arch"}
