@@ -4,6 +4,11 @@ Each workload is made once (seeded, realistic sizes: 720p frames, FPN maps of
 an 800x1344 input) and timed on both paths; times are medians in
 milliseconds. The two paths must agree (checked on every run), so a figure
 never comes from a kernel that computes something else.
+
+On ``device="cuda"`` the same workloads run on the GPU (the native path is
+then the CUDA kernels), timed with a synchronise around every call. Where
+torchvision imports (the CUDA machines' images have it), its op for the same
+workload is timed too and checked against ours.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class Workload:
     native: Callable[[], Any]
     reference: Callable[[], Any]
     same: Callable[[Any, Any], bool]
+    torchvision: Callable[[], Any] | None = None
 
 
 def detections(n: int, seed: int, frame: tuple[int, int] = FRAME) -> tuple[Tensor, Tensor]:
@@ -47,26 +53,28 @@ def detections(n: int, seed: int, frame: tuple[int, int] = FRAME) -> tuple[Tenso
     return torch.cat([c - s / 2, c + s / 2], 1), torch.rand(n, generator=g)
 
 
-def _nms(n: int) -> Workload:
-    boxes, scores = detections(n, seed=n)
+def _nms(n: int, device: torch.device, tv: Any) -> Workload:
+    boxes, scores = (t.to(device) for t in detections(n, seed=n))
     return Workload(
         f"nms_{n}",
         {"boxes": n, "iou_threshold": 0.5},
         lambda: ops.nms(boxes, scores, 0.5),
         lambda: ref.nms(boxes, scores, 0.5),
         torch.equal,
+        (lambda: tv.ops.nms(boxes, scores, 0.5)) if tv else None,
     )
 
 
-def _batched_nms(n: int, classes: int) -> Workload:
-    boxes, scores = detections(n, seed=n + 1)
-    idxs = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(1))
+def _batched_nms(n: int, classes: int, device: torch.device, tv: Any) -> Workload:
+    boxes, scores = (t.to(device) for t in detections(n, seed=n + 1))
+    idxs = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(1)).to(device)
     return Workload(
         f"batched_nms_{n}",
         {"boxes": n, "classes": classes, "iou_threshold": 0.5},
         lambda: ops.batched_nms(boxes, scores, idxs, 0.5),
         lambda: ref.batched_nms(boxes, scores, idxs, 0.5),
         torch.equal,
+        (lambda: tv.ops.batched_nms(boxes, scores, idxs, 0.5)) if tv else None,
     )
 
 
@@ -74,41 +82,63 @@ def _close(a: Tensor, b: Tensor) -> bool:
     return bool(torch.allclose(a, b, rtol=1e-4, atol=1e-4))
 
 
-def _multiscale(rois: int, channels: int) -> Workload:
+def _multiscale(rois: int, channels: int, device: torch.device, tv: Any) -> Workload:
     g = torch.Generator().manual_seed(2)
     image = (800, 1344)
     feats = [
-        torch.randn(1, channels, image[0] // s, image[1] // s, generator=g) for s in (4, 8, 16, 32)
+        torch.randn(1, channels, image[0] // s, image[1] // s, generator=g).to(device)
+        for s in (4, 8, 16, 32)
     ]
     boxes, _ = detections(rois, seed=3, frame=image)
-    boxes = ref.clip_boxes(boxes, image)
+    boxes = ref.clip_boxes(boxes, image).to(device)
     args = (feats, [boxes], [image], 7, 2)
+    theirs = None
+    if tv:
+        pooler = tv.ops.MultiScaleRoIAlign(["p2", "p3", "p4", "p5"], 7, 2)
+        named = dict(zip(["p2", "p3", "p4", "p5"], feats, strict=True))
+
+        def theirs() -> Tensor:
+            out: Tensor = pooler(named, [boxes], [image])
+            return out
+
     return Workload(
         f"multiscale_roi_align_{rois}",
         {"rois": rois, "levels": 4, "channels": channels, "output": 7, "sampling_ratio": 2},
         lambda: ops.multiscale_roi_align(*args),
         lambda: ref.multiscale_roi_align(*args),
         _close,
+        theirs,
     )
 
 
-def _paste(n: int) -> Workload:
+def _paste(n: int, device: torch.device, tv: Any) -> Workload:
     boxes, _ = detections(n, seed=4)
-    masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5))
+    boxes = boxes.to(device)
+    masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5)).to(device)
+    theirs = None
+    if tv:
+        from torchvision.models.detection.roi_heads import paste_masks_in_image
+
+        def theirs() -> Tensor:
+            out: Tensor = paste_masks_in_image(masks[:, None], boxes, FRAME, padding=1)
+            return out[:, 0]
+
     return Workload(
         f"paste_masks_{n}",
         {"masks": n, "mask_size": 28, "frame": list(FRAME)},
         lambda: ops.paste_masks(masks, boxes, FRAME),
         lambda: ref.paste_masks(masks, boxes, FRAME),
         _close,
+        theirs,
     )
 
 
-def _rle(n: int) -> Workload:
+def _rle(n: int, device: torch.device) -> Workload:
     boxes, _ = detections(n, seed=6)
     probs = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(7))
     # Real instance masks: smooth blobs pasted into the frame.
     masks = ref.paste_masks(torch.nn.functional.avg_pool2d(probs, 5, 1, 2), boxes, FRAME) > 0.5
+    masks = masks.to(device)
     return Workload(
         f"masks_to_rle_{n}",
         {"masks": n, "frame": list(FRAME)},
@@ -118,9 +148,10 @@ def _rle(n: int) -> Workload:
     )
 
 
-def _decode(n: int, classes: int) -> Workload:
+def _decode(n: int, classes: int, device: torch.device) -> Workload:
     boxes, _ = detections(n, seed=8)
-    deltas = torch.randn(n, 4 * classes, generator=torch.Generator().manual_seed(9))
+    boxes = boxes.to(device)
+    deltas = torch.randn(n, 4 * classes, generator=torch.Generator().manual_seed(9)).to(device)
     weights = (10.0, 10.0, 5.0, 5.0)
     return Workload(
         f"decode_boxes_{n}x{classes}",
@@ -131,51 +162,93 @@ def _decode(n: int, classes: int) -> Workload:
     )
 
 
-def workloads(quick: bool = False) -> list[Workload]:
-    """The benchmark set; ``quick`` shrinks it (for tests)."""
+def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[Workload]:
+    """The benchmark set on ``device``; ``quick`` shrinks it (for tests).
+
+    ``tv``: the imported ``torchvision`` module, to time its ops as well.
+    """
+    dev = torch.device(device)
     if quick:
-        return [_nms(200), _batched_nms(200, 5), _multiscale(50, 8), _paste(5), _rle(5)]
+        return [
+            _nms(200, dev, tv),
+            _batched_nms(200, 5, dev, tv),
+            _multiscale(50, 8, dev, tv),
+            _paste(5, dev, tv),
+            _rle(5, dev),
+        ]
     return [
-        _nms(1000),
-        _nms(5000),
-        _batched_nms(2000, 80),
-        _multiscale(1000, 256),
-        _paste(100),
-        _rle(100),
-        _decode(1000, 91),
+        _nms(1000, dev, tv),
+        _nms(5000, dev, tv),
+        _batched_nms(2000, 80, dev, tv),
+        _multiscale(1000, 256, dev, tv),
+        _paste(100, dev, tv),
+        _rle(100, dev),
+        _decode(1000, 91, dev),
     ]
 
 
-def _time(fn: Callable[[], Any], repeat: int, budget_s: float) -> tuple[float, Any]:
+def torchvision_module() -> tuple[Any, str | None]:
+    """``(torchvision, None)`` when it imports with working ops, else ``(None, why)``."""
+    try:
+        import torchvision  # type: ignore[import-untyped]
+
+        torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5)
+    except Exception as exc:  # missing, or its C++ ops do not load on this torch
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return torchvision, None
+
+
+def _time(
+    fn: Callable[[], Any], repeat: int, budget_s: float, device: torch.device
+) -> tuple[float, Any]:
     """Median milliseconds of ``fn`` (after one warm-up call) and its result."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     result = fn()
+    sync()
     times: list[float] = []
     deadline = time.perf_counter() + budget_s
     while len(times) < repeat and (not times or time.perf_counter() < deadline):
         start = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3, result
 
 
-def run_benchmarks(repeat: int = 5, quick: bool = False, budget_s: float = 10.0) -> dict[str, Any]:
-    """Time every workload on both paths -> the JSON-ready report."""
-    native = "cpu" in _native.load()
+def run_benchmarks(
+    repeat: int = 5, quick: bool = False, budget_s: float = 10.0, device: str = "cpu"
+) -> dict[str, Any]:
+    """Time every workload on both paths (and torchvision's, where it works) -> the report."""
+    dev = torch.device(device)
+    native = dev.type in _native.load()
+    tv, tv_error = torchvision_module()
     results: dict[str, Any] = {}
-    for w in workloads(quick):
-        ref_ms, want = _time(w.reference, repeat, budget_s)
+    for w in workloads(quick, device, tv):
+        ref_ms, want = _time(w.reference, repeat, budget_s, dev)
         entry: dict[str, Any] = {"params": w.params, "reference_ms": round(ref_ms, 3)}
         if native:
-            nat_ms, got = _time(w.native, repeat, budget_s)
+            nat_ms, got = _time(w.native, repeat, budget_s, dev)
             if not w.same(got, want):
                 raise AssertionError(f"{w.name}: native and reference results differ")
             entry["native_ms"] = round(nat_ms, 3)
             entry["ratio"] = round(ref_ms / nat_ms, 2)
+        if w.torchvision is not None:
+            tv_ms, theirs = _time(w.torchvision, repeat, budget_s, dev)
+            entry["torchvision_ms"] = round(tv_ms, 3)
+            entry["torchvision_agrees"] = bool(w.same(theirs, want))
+            if native:
+                entry["torchvision_over_native"] = round(tv_ms / entry["native_ms"], 2)
         results[w.name] = entry
     return {
-        "device": "cpu",
+        "device": str(dev),
+        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "native": _native.status(),
+        "torchvision": tv.__version__ if tv else f"not timed ({tv_error})",
         "ops": results,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from streamseg.cli import main
 from streamseg.ops import _native
@@ -24,6 +25,12 @@ def test_bench_ops_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert code == 0
     assert report["device"] == "cpu" and report["threads"] == 1
+    assert report["gpu"] is None
+    # No working torchvision on this CPU torch: said so, not silently left out.
+    if report["torchvision"].startswith("not timed"):
+        assert all("torchvision_ms" not in e for e in report["ops"].values())
+    else:
+        assert all(e["torchvision_agrees"] for e in report["ops"].values() if "torchvision_ms" in e)
     names = set(report["ops"])
     assert {"nms_200", "batched_nms_200", "multiscale_roi_align_50", "paste_masks_5"} <= names
     for name, entry in report["ops"].items():
@@ -40,6 +47,31 @@ def test_bench_ops_workloads_are_the_issue_cases() -> None:
     assert full["paste_masks_100"]["frame"] == [720, 1280]
 
 
-def test_bench_ops_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "ops", "--repeat", "0"]) == 2
-    assert "--repeat" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--repeat", "0"], "--repeat"),
+        (["--device", "tpu"], "expected cpu, cuda or cuda:N"),
+        (["--device", "bogus:x"], "expected cpu, cuda or cuda:N"),
+    ],
+)
+def test_bench_ops_bad_arguments(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["bench", "ops", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")
+def test_bench_ops_cuda_without_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "ops", "--device", "cuda"]) == 2
+    assert "sees no CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bench_ops_quick_on_cuda(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "ops", "--quick", "--repeat", "2", "--device", "cuda"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["device"].startswith("cuda") and report["gpu"]
+    assert all(e["native_ms"] > 0 for e in report["ops"].values())

@@ -1,4 +1,4 @@
-"""The default pipeline.yaml starts as it is: the demo model finds objects, rules fire, clean exit."""
+"""The default pipeline.yaml starts as it is: the demo model finds objects, rules fire."""
 
 from __future__ import annotations
 
