@@ -104,6 +104,8 @@ class Pipeline:
         publisher = publish.publisher
         publisher.on_published = self._on_published
         publisher.on_dropped = self._on_publish_dropped
+        publisher.on_error = self._on_redis_error
+        publisher.on_reconnect = self._on_redis_reconnect
         self._source_state: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
@@ -353,6 +355,14 @@ class Pipeline:
             if e.frame is not None:
                 self.stats.dropped(e.frame.camera_id, "redis")
                 self.tracer.end(e.frame, dropped="redis")
+
+    def _on_redis_error(self, op: str, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_errors.add(1, {"op": op, "error": kind})
+
+    def _on_redis_reconnect(self, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_reconnects.add(1, {"outcome": "ok" if ok else "failed"})
 
     # -- errors ---------------------------------------------------------------------
     def _stage_time(self, stage: str, t0: float) -> None:

@@ -62,7 +62,14 @@ class PipelineMetrics:
         self.messages = c(
             "streamseg.publish.messages", "{message}", "messages written to Redis (type)"
         )
-        self.redis_errors = c("streamseg.publish.errors", "{error}", "failed Redis round trips")
+        self.redis_errors = c(
+            "streamseg.publish.errors", "{error}", "failed Redis calls (op, error: exception class)"
+        )
+        self.redis_reconnects = c(
+            "streamseg.publish.reconnects",
+            "{attempt}",
+            "connection attempts while Redis was away (outcome: ok, failed)",
+        )
         self.redis_dropped = c(
             "streamseg.publish.dropped", "{message}", "messages dropped: Redis away, buffer full"
         )

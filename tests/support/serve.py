@@ -33,6 +33,7 @@ __all__ = [
     "ServeProcess",
     "detections",
     "metric",
+    "metric_sum",
     "service_pipeline",
     "summary",
 ]
@@ -234,6 +235,18 @@ def metric(text: str, name: str, **labels: str) -> float | None:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 return float(s.value)
     return None
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of every Prometheus sample ``name`` whose labels include ``labels``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def detections(client: Any, camera: str, prefix: str = "streamseg") -> list[dict[str, Any]]:
