@@ -114,7 +114,9 @@ class Pipeline:
         if metrics is not None:
             metrics.observe(
                 queue_depths=self.queue_depths,
-                camera_health=lambda: {c: (s, r) for c, (s, r, _) in self.camera_states().items()},
+                camera_health=lambda: {
+                    c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
+                },
                 redis_state=lambda: (publisher.connected, publisher.buffered),
             )
 
@@ -173,8 +175,10 @@ class Pipeline:
             reconnects = int(getattr(health, "reconnects", 0) or 0)
             details = {
                 "state": state,
+                "since": getattr(health, "since", None),
                 "live": bool(src.live),
                 "reconnects": reconnects,
+                "stalls": int(getattr(health, "stalls", 0) or 0),
                 "frames": getattr(health, "frames", None),
                 "last_frame_time": getattr(health, "last_frame_time", None),
                 "last_error": _scrub(getattr(health, "last_error", None)),
