@@ -5,8 +5,11 @@
 #   docker run --gpus all -v $PWD/pipeline.yaml:/config/pipeline.yaml \
 #       -p 8080:8080 streamseg:gpu serve /config/pipeline.yaml
 #
-# The devel base keeps nvcc in the image: streamseg's CUDA kernels (ops/) are
-# built with it, at image build time when possible and else on first use.
+# The devel base keeps nvcc in the image: streamseg compiles its native kernels
+# (ops/csrc) on first use, not at image build time (no GPU there), with CUDA
+# when a GPU is visible. The build is cached in $TORCH_EXTENSIONS_DIR (default
+# ~/.cache/streamseg/torch_extensions); mount a volume there to keep it across
+# container restarts.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
 FROM ${CUDA_IMAGE}
 

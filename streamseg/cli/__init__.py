@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 
@@ -57,21 +56,12 @@ class UsageError(Exception):
     """A user mistake: printed as one clear message, exit code 2."""
 
 
-def _available(table: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
-    """Only the commands whose module exists (some land in later releases)."""
-    out = {}
-    for name, (module, help_) in table.items():
-        if importlib.util.find_spec(module) is not None:
-            out[name] = (module, help_)
-    return out
-
-
 def _add_table(
     sub: argparse._SubParsersAction,  # type: ignore[type-arg]
     table: dict[str, tuple[str, str]],
     argv: Sequence[str],
 ) -> None:
-    for name, (module, help_) in _available(table).items():
+    for name, (module, help_) in table.items():
         parser = sub.add_parser(name, help=help_, description=help_)
         parser.set_defaults(_module=module)
         # Build the full argument list only for the command being run (or for

@@ -5,7 +5,8 @@ States (``HealthState``):
 * ``connecting``: opening the stream (RTSP handshake, file open, device open);
 * ``streaming``: packets arrive;
 * ``stalled``: the stream stayed open but sent nothing for ``read_timeout``;
-  it is dropped and reopened (next state: ``backing_off``);
+  it is closed, and the source stays ``stalled`` while it waits to reopen
+  it (next state: ``connecting``); ``stalls`` counts these;
 * ``backing_off``: waiting before the next connection attempt;
 * ``finished``: a non-looping file (or a finite synthetic scene) ended;
 * ``failed``: gave up (a file that cannot be read, or a live source that
@@ -46,6 +47,7 @@ class CameraHealth:
         state: see ``HealthState``.
         since: wall time (unix seconds) of the last state change.
         reconnects: connection attempts after the first one (each retry counts).
+        stalls: open streams that went silent for ``read_timeout`` and were closed.
         frames: frames decoded (the next ``Frame.seq``), rate-limited ones included.
         emitted: frames handed to ``emit``.
         dropped_rate_limit: frames skipped by ``max_fps``.
@@ -58,6 +60,7 @@ class CameraHealth:
     state: HealthState
     since: float
     reconnects: int = 0
+    stalls: int = 0
     frames: int = 0
     emitted: int = 0
     dropped_rate_limit: int = 0

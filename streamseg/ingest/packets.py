@@ -21,6 +21,11 @@ it, so a stream that stops sending is declared ``stalled`` within
 codecs whose packets are not held). ``stop`` is seen between packets, so a
 blocked read ends at the latest after ``read_timeout / 2`` (a connection
 attempt after ``connect_timeout``).
+
+A stall is counted (``health.stalls``), ``last_error`` says how long the
+stream was silent (``no data for 4.6 s (read timeout 5 s)``), and the
+source stays ``stalled``, not ``backing_off``, while it waits to reopen the
+stream, so that ``/readyz`` and the health metric show why it is waiting.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ class DemuxSession:
         self.end: str | None = None
         self.error: str | None = None
         self.packets_read = 0
+        self._last_data = time.monotonic()  # the last data received, or the connection
         self._clock_offset: float | None = None  # camera wall time - pts, seconds
 
     def packets(self) -> Iterator[Any]:
@@ -104,8 +110,15 @@ class DemuxSession:
         import av
 
         tracker = self._reader.health
+        # A read that took read_timeout / 2 was aborted: the packet it returns
+        # is one the parser held back, not new data (see the module docstring).
+        aborted_after = 0.95 * self._reader.read_timeout / 2
+        asked = time.monotonic()
         try:
             for packet in self.container.demux(self.stream):
+                now = time.monotonic()
+                if now - asked < aborted_after:
+                    self._last_data = now
                 if self._stop.is_set():
                     self.end = "stopped"
                     return
@@ -124,10 +137,14 @@ class DemuxSession:
                 self.packets_read += 1
                 self._note_camera_clock(packet)
                 yield packet
+                asked = time.monotonic()
             self.end = "stopped" if self._stop.is_set() else "eof"
         except av.error.ExitError:
             self.end = "stopped" if self._stop.is_set() else "stalled"
-            self.error = f"no data for {self._reader.read_timeout:g} s (read timeout)"
+            silent = time.monotonic() - self._last_data
+            self.error = (
+                f"no data for {silent:.1f} s (read timeout {self._reader.read_timeout:g} s)"
+            )
         except (av.error.FFmpegError, OSError) as exc:
             self.end = "stopped" if self._stop.is_set() else "lost"
             self.error = tracker.redact(f"stream lost: {_describe(exc)}")
@@ -240,7 +257,9 @@ class PacketReader:
                 attempts = 0  # looping a file is not a reconnect
                 continue
             if session.end == "stalled":
-                self.health.set_state(HealthState.STALLED, session.error)
+                self.health.count(stalls=1)
+                self._retry_or_fail(backoff, stop, session.error or "", state=HealthState.STALLED)
+                continue
             self._retry_or_fail(backoff, stop, session.error or "stream ended (end of file)")
 
     def _open(self) -> Any:
@@ -283,20 +302,37 @@ class PacketReader:
                 f"cannot connect: no usable answer within {self.connect_timeout:g} s "
                 f"(connect timeout; FFmpeg: {_describe(exc)})"
             )
+        if self.live and elapsed >= 0.9 * self.read_timeout:
+            # The server answered, then sent nothing FFmpeg could probe before
+            # its socket read timeout (a stalled camera accepts sessions too).
+            return self.health.redact(
+                f"cannot open: no video within {elapsed:.1f} s of connecting "
+                f"(read timeout {self.read_timeout:g} s; FFmpeg: {_describe(exc)})"
+            )
         return self.health.redact(f"cannot open: {_describe(exc)}")
 
     def _retry_or_fail(
-        self, backoff: Backoff, stop: threading.Event, error: str, *, permanent: bool = False
+        self,
+        backoff: Backoff,
+        stop: threading.Event,
+        error: str,
+        *,
+        permanent: bool = False,
+        state: HealthState = HealthState.BACKING_OFF,
     ) -> None:
-        """Wait before the next attempt (live), or fail (files, exhausted retries)."""
+        """Wait in ``state`` before the next attempt (live), or fail (files, exhausted retries)."""
         if not self.live or (permanent and self.spec.kind == "file"):
             self._fail(error)
         if backoff.exhausted:
             self._fail(f"gave up after {backoff.failures} attempts; last error: {error}")
         delay = backoff.next_delay()
-        self.health.set_state(HealthState.BACKING_OFF, error)
+        self.health.set_state(state, error)
         log.warning(
-            "ingest[%s]: %s; retrying in %.1f s", self.camera_id, self.health.redact(error), delay
+            "ingest[%s]: %s%s; retrying in %.1f s",
+            self.camera_id,
+            "stalled: " if state == HealthState.STALLED else "",
+            self.health.redact(error),
+            delay,
         )
         stop.wait(delay)
 

@@ -77,8 +77,13 @@ def mode() -> str:
 
 
 def sources_dir() -> Path:
-    """``ops/csrc`` of the source tree this package runs from."""
-    return Path(__file__).resolve().parents[2] / "ops" / "csrc"
+    """The kernel sources: the copy a wheel ships in ``streamseg/ops/csrc``, else
+    ``ops/csrc`` of the source checkout this package runs from (editable install)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "csrc"
+    if packaged.is_dir():
+        return packaged
+    return here.parents[1] / "ops" / "csrc"
 
 
 def sources(with_cuda: bool) -> list[Path]:
@@ -117,8 +122,8 @@ def _compile(with_cuda: bool, verbose: bool) -> Path:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(
-            f"native sources missing: {', '.join(missing)} (install streamseg from a source "
-            f"checkout that has ops/csrc)"
+            f"native sources missing: {', '.join(missing)} (reinstall streamseg: its wheel "
+            f"ships them as streamseg/ops/csrc; or run it from a checkout that has ops/csrc)"
         )
     flavour = "cuda" if with_cuda else "cpu"
     build = _build_dir(flavour)

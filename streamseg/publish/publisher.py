@@ -10,6 +10,14 @@ publisher never blocks its caller for longer than one connection attempt.
 
 Delivery is at least once: an outage in the middle of a round trip can
 leave some entries written and still buffered, and those are sent again.
+
+Every failed Redis call is reported to ``on_error(op, kind)``: ``op`` is
+``connect`` (the ``PING`` of a connection attempt) or ``xadd`` (a pipelined
+round trip that failed, or one entry Redis rejected), ``kind`` the
+exception's class name (``ConnectionError``, ``TimeoutError``,
+``AuthenticationError``, ``ResponseError``, ...), never its message, which
+may name the server. Every connection attempt made after Redis was lost (or
+never reached) is reported to ``on_reconnect(ok)``.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ class Outgoing:
 
 
 Callback = Callable[[Sequence[Outgoing]], None]
+ErrorCallback = Callable[[str, str], None]  # (op, error kind)
+ReconnectCallback = Callable[[bool], None]  # (attempt succeeded)
 
 
 class RedisPublisher:
@@ -61,6 +71,10 @@ class RedisPublisher:
         jitter: random fraction (+-) applied to each backoff.
         on_published / on_dropped: called with entries Redis acknowledged /
             entries given up on (buffer overflow or rejected by Redis).
+        on_error: called with ``(op, kind)`` for every failed Redis call
+            (see the module docstring).
+        on_reconnect: called with ``True``/``False`` after every connection
+            attempt made while Redis is away.
         secrets: strings (passwords) scrubbed from logged error messages.
     """
 
@@ -75,6 +89,8 @@ class RedisPublisher:
         jitter: float = 0.2,
         on_published: Callback | None = None,
         on_dropped: Callback | None = None,
+        on_error: ErrorCallback | None = None,
+        on_reconnect: ReconnectCallback | None = None,
         secrets: Sequence[str] = (),
     ) -> None:
         self._factory = client_factory
@@ -85,13 +101,16 @@ class RedisPublisher:
         self._initial, self._max, self._jitter = reconnect_initial, reconnect_max, jitter
         self.on_published = on_published
         self.on_dropped = on_dropped
+        self.on_error = on_error
+        self.on_reconnect = on_reconnect
         self._secrets = tuple(secrets)
         self._lock = threading.Lock()  # guards counters read by other threads
         self.connected = False
         self.published = 0
         self.dropped = 0
-        self.errors = 0
-        self.reconnects = 0
+        self.errors = 0  # failed Redis calls
+        self.reconnects = 0  # successful reconnections
+        self.reconnect_attempts = 0  # connection attempts while Redis was away
         self._failures = 0
         self._next_attempt = 0.0
         self._down_since: float | None = None
@@ -102,15 +121,23 @@ class RedisPublisher:
 
     def connect(self) -> bool:
         """Try to reach Redis now (``PING``); on failure schedule a retry."""
+        retrying = self._down_since is not None
         try:
             if self._client is None:
                 self._client = self._factory()
             self._client.ping()
         except Exception as exc:
-            self._failed(exc)
-            return False
-        self._succeeded()
-        return True
+            self._failed(exc, "connect")
+            ok = False
+        else:
+            self._succeeded()
+            ok = True
+        if retrying:
+            with self._lock:
+                self.reconnect_attempts += 1
+            if self.on_reconnect is not None:
+                self.on_reconnect(ok)
+        return ok
 
     def submit(self, entries: Sequence[Outgoing]) -> None:
         """Buffer ``entries`` (oldest dropped beyond ``buffer_max``) and flush if due."""
@@ -172,7 +199,7 @@ class RedisPublisher:
         try:
             results = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-            self._failed(exc)
+            self._failed(exc, "xadd")
             return
         for _ in chunk:
             self._buffer.popleft()
@@ -181,8 +208,8 @@ class RedisPublisher:
         with self._lock:
             self.published += len(ok)
         if bad:
-            with self._lock:
-                self.errors += 1
+            for _e, err in bad:
+                self._error("xadd", err)
             log.error(
                 "redis: %d entries rejected (first on %s: %s); they are dropped",
                 len(bad),
@@ -200,9 +227,15 @@ class RedisPublisher:
         if self.on_dropped is not None:
             self.on_dropped(entries)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _error(self, op: str, exc: BaseException) -> None:
+        """Count one failed call; only the exception's class name leaves this object."""
         with self._lock:
             self.errors += 1
+        if self.on_error is not None:
+            self.on_error(op, type(exc).__name__)
+
+    def _failed(self, exc: BaseException, op: str) -> None:
+        self._error(op, exc)
         was_connected = self.connected or self._down_since is None
         self.connected = False
         self._failures += 1

@@ -104,6 +104,8 @@ class Pipeline:
         publisher = publish.publisher
         publisher.on_published = self._on_published
         publisher.on_dropped = self._on_publish_dropped
+        publisher.on_error = self._on_redis_error
+        publisher.on_reconnect = self._on_redis_reconnect
         self._source_state: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
@@ -112,7 +114,9 @@ class Pipeline:
         if metrics is not None:
             metrics.observe(
                 queue_depths=self.queue_depths,
-                camera_health=lambda: {c: (s, r) for c, (s, r, _) in self.camera_states().items()},
+                camera_health=lambda: {
+                    c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
+                },
                 redis_state=lambda: (publisher.connected, publisher.buffered),
             )
 
@@ -171,8 +175,10 @@ class Pipeline:
             reconnects = int(getattr(health, "reconnects", 0) or 0)
             details = {
                 "state": state,
+                "since": getattr(health, "since", None),
                 "live": bool(src.live),
                 "reconnects": reconnects,
+                "stalls": int(getattr(health, "stalls", 0) or 0),
                 "frames": getattr(health, "frames", None),
                 "last_frame_time": getattr(health, "last_frame_time", None),
                 "last_error": _scrub(getattr(health, "last_error", None)),
@@ -353,6 +359,14 @@ class Pipeline:
             if e.frame is not None:
                 self.stats.dropped(e.frame.camera_id, "redis")
                 self.tracer.end(e.frame, dropped="redis")
+
+    def _on_redis_error(self, op: str, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_errors.add(1, {"op": op, "error": kind})
+
+    def _on_redis_reconnect(self, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.redis_reconnects.add(1, {"outcome": "ok" if ok else "failed"})
 
     # -- errors ---------------------------------------------------------------------
     def _stage_time(self, stage: str, t0: float) -> None:

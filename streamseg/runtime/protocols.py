@@ -23,7 +23,7 @@ class SourceLike(Protocol):
     @property
     def health(
         self,
-    ) -> Any: ...  # CameraHealth(state, reconnects, frames, last_frame_time, last_error)
+    ) -> Any: ...  # CameraHealth(state, since, reconnects, stalls, frames, last_frame_time, ...)
 
     def run(self, emit: Callable[[Frame], None], stop: threading.Event) -> None: ...
 

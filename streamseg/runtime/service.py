@@ -218,7 +218,13 @@ class Service:
         else:
             cams = {cid: d for cid, (_s, _r, d) in p.camera_states().items()}
             pub = p.publish.publisher
-            redis = {"connected": pub.connected, "buffered": pub.buffered, "dropped": pub.dropped}
+            redis = {
+                "connected": pub.connected,
+                "buffered": pub.buffered,
+                "dropped": pub.dropped,
+                "errors": pub.errors,
+                "reconnects": pub.reconnects,
+            }
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
         ready = (
             self.model_loaded

@@ -8,6 +8,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import threading
@@ -88,8 +89,7 @@ class StatusReporter:
 
     def _emit(self, line: str) -> None:
         if self.tty:
-            width = shutil.get_terminal_size((120, 20)).columns
-            self.stream.write("\r\x1b[2K" + line[: width - 1])
+            self.stream.write("\r\x1b[2K" + line[: _columns(self.stream) - 1])
             self.stream.flush()
         else:
             log.info("status: %s", line)
@@ -100,3 +100,11 @@ class StatusReporter:
         if self.tty:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (not necessarily stdout's)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 120
+    except (AttributeError, OSError, ValueError):
+        return shutil.get_terminal_size((120, 20)).columns

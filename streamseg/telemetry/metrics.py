@@ -19,7 +19,9 @@ LATENCY_BUCKETS = (
     0.75, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
 
-HEALTH_STATES = ("connecting", "streaming", "stalled", "backing_off", "finished", "failed")
+HEALTH_STATES = (
+    "connecting", "streaming", "stalled", "backing_off", "finished", "failed", "stopped",
+)  # fmt: skip
 
 Attrs = Mapping[str, str]
 
@@ -62,7 +64,14 @@ class PipelineMetrics:
         self.messages = c(
             "streamseg.publish.messages", "{message}", "messages written to Redis (type)"
         )
-        self.redis_errors = c("streamseg.publish.errors", "{error}", "failed Redis round trips")
+        self.redis_errors = c(
+            "streamseg.publish.errors", "{error}", "failed Redis calls (op, error: exception class)"
+        )
+        self.redis_reconnects = c(
+            "streamseg.publish.reconnects",
+            "{attempt}",
+            "connection attempts while Redis was away (outcome: ok, failed)",
+        )
         self.redis_dropped = c(
             "streamseg.publish.dropped", "{message}", "messages dropped: Redis away, buffer full"
         )
@@ -75,14 +84,14 @@ class PipelineMetrics:
         self,
         *,
         queue_depths: Callable[[], Mapping[str, int]],
-        camera_health: Callable[[], Mapping[str, tuple[str, int]]],
+        camera_health: Callable[[], Mapping[str, tuple[str, int, int]]],
         redis_state: Callable[[], tuple[bool, int]],
     ) -> None:
         """Register gauges read at export time.
 
         Args:
             queue_depths: ``{queue name: items waiting}``.
-            camera_health: ``{camera: (state, reconnects)}``.
+            camera_health: ``{camera: (state, reconnects, stalls)}``.
             redis_state: ``(connected, messages buffered)``.
         """
 
@@ -91,13 +100,16 @@ class PipelineMetrics:
 
         def health(_: CallbackOptions) -> Iterable[Observation]:
             out = []
-            for cam, (state, _r) in camera_health().items():
+            for cam, (state, _r, _s) in camera_health().items():
                 for s in HEALTH_STATES:
                     out.append(Observation(int(s == state), {"camera": cam, "state": s}))
             return out
 
         def reconnects(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(r, {"camera": c}) for c, (_s, r) in camera_health().items()]
+            return [Observation(r, {"camera": c}) for c, (_s, r, _n) in camera_health().items()]
+
+        def stalls(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(n, {"camera": c}) for c, (_s, _r, n) in camera_health().items()]
 
         def redis_connected(_: CallbackOptions) -> Iterable[Observation]:
             return [Observation(int(redis_state()[0]))]
@@ -110,6 +122,12 @@ class PipelineMetrics:
         g("streamseg.ingest.health", [health], "1", "1 for the camera's current state")
         self.meter.create_observable_counter(
             "streamseg.ingest.reconnects", [reconnects], "{reconnect}", "camera reconnects"
+        )
+        self.meter.create_observable_counter(
+            "streamseg.ingest.stalls",
+            [stalls],
+            "{stall}",
+            "open camera streams that sent nothing for read_timeout and were closed",
         )
         g("streamseg.publish.connected", [redis_connected], "1", "1 while Redis answers")
         g("streamseg.publish.buffered", [redis_buffered], "{message}", "messages awaiting Redis")

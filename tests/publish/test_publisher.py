@@ -49,15 +49,30 @@ def test_maxlen_trims_approximately(redis_server: RedisServer) -> None:
 
 
 def test_outage_buffers_then_resumes_in_order(redis_server: RedisServer) -> None:
-    pub = publisher(redis_server.url)
+    errors: list[tuple[str, str]] = []
+    attempts: list[bool] = []
+    pub = publisher(
+        redis_server.url,
+        on_error=lambda op, kind: errors.append((op, kind)),
+        on_reconnect=attempts.append,
+    )
     pub.submit([entry(i) for i in range(5)])
+    assert errors == [] and attempts == []  # the first connection is not a reconnect
     redis_server.stop()
     pub.submit([entry(i) for i in range(5, 20)])  # no exception: buffered
     assert not pub.connected
     assert pub.buffered == 15
+    assert errors == [("xadd", "ConnectionError")]  # the round trip that found Redis gone
+    time.sleep(0.3)
+    pub.poll()  # a reconnect attempt, refused
     redis_server.start()
     assert pub.flush(timeout=10)
     assert pub.connected and pub.reconnects == 1
+    # every failed attempt is an error and a failed reconnect; the last one succeeded
+    assert attempts[-1] is True and attempts.count(True) == 1 and len(attempts) >= 2
+    assert pub.reconnect_attempts == len(attempts)
+    assert errors[1:] == [("connect", "ConnectionError")] * (len(attempts) - 1)
+    assert pub.errors == len(errors)
     # The restarted server has no data (no persistence): the buffered ones arrive, in order.
     assert stream_values(redis_server, "t:detections:a") == list(range(5, 20))
     assert pub.dropped == 0
@@ -90,10 +105,12 @@ def test_submit_does_not_block_while_down(redis_server: RedisServer) -> None:
 
 def test_rejected_entries_are_dropped_and_counted(redis_server: RedisServer) -> None:
     redis_server.client().set("t:detections:a", "not a stream")
-    pub = publisher(redis_server.url)
-    pub.submit([entry(0), entry(1, stream="t:detections:b")])
+    errors: list[tuple[str, str]] = []
+    pub = publisher(redis_server.url, on_error=lambda op, kind: errors.append((op, kind)))
+    pub.submit([entry(0), entry(1, stream="t:detections:b"), entry(2)])
     assert pub.buffered == 0
-    assert pub.dropped == 1 and pub.errors == 1
+    assert pub.dropped == 2 and pub.errors == 2
+    assert errors == [("xadd", "ResponseError")] * 2  # one per rejected entry
     assert stream_values(redis_server, "t:detections:b") == [1]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.serve import ServeProcess, metric, service_pipeline, summary
+from tests.support.serve import ServeProcess, metric, metric_sum, service_pipeline, summary
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -38,11 +38,24 @@ def test_redis_restart_mid_run(
     client = redis_server.client()
     proc.wait_for(lambda: client.xlen(stream) >= 5, 30, "publishing resumes")
     proc.wait_for(lambda: proc.readyz().get("ready"), 15, "ready again")
+    redis_state = proc.readyz()["redis"]
     code, text = proc.get("/metrics")
     assert code == 200
     assert (metric(text, "streamseg_publish_dropped_total") or 0) > 0
     assert (metric(text, "streamseg_ingest_dropped_total", camera="cam", reason="redis") or 0) > 0
     assert metric(text, "streamseg_publish_connected") == 1
+    # Every failed call is counted, by operation and exception class: the round
+    # trip that found Redis gone and each refused reconnect attempt.
+    refused = metric(text, "streamseg_publish_errors_total", op="connect", error="ConnectionError")
+    assert refused is not None and refused >= 1
+    assert (metric(text, "streamseg_publish_errors_total", op="xadd") or 0) >= 1
+    assert metric_sum(text, "streamseg_publish_errors_total") == redis_state["errors"]
+    assert metric(text, "streamseg_publish_reconnects_total", outcome="ok") == 1
+    failed_attempts = metric(text, "streamseg_publish_reconnects_total", outcome="failed")
+    assert failed_attempts == metric_sum(text, "streamseg_publish_errors_total", op="connect")
+    assert redis_state["reconnects"] == 1
+    publish_lines = [line for line in text.splitlines() if line.startswith("streamseg_publish")]
+    assert not [line for line in publish_lines if str(redis_server.port) in line]
 
     # Redis goes away again and stays away: SIGTERM still ends the service
     # (after drain_timeout), and what could not be sent is counted as dropped.

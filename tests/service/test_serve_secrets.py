@@ -68,6 +68,7 @@ def test_no_secret_anywhere(
     assert "401" in wrong_error or "unauthorized" in wrong_error.lower()
     assert "redis: unavailable" in log
     assert '"name": "segment"' in log  # console spans were written
+    assert "streamseg_publish_errors_total{" in metrics  # the outage's errors are exported
     assert "streamseg:detections:door" in stored
     for secret in (CAM_PW, WRONG_PW, REDIS_PW):
         for where, text in (("log", log), ("/readyz", ready), ("/metrics", metrics)):

@@ -33,6 +33,7 @@ __all__ = [
     "ServeProcess",
     "detections",
     "metric",
+    "metric_sum",
     "service_pipeline",
     "summary",
 ]
@@ -85,6 +86,10 @@ class ServeProcess:
         path: serve this existing pipeline.yaml instead of writing one.
         http_port: the port its ``http`` section uses (default: a free one).
         args: extra ``serve`` arguments.
+        status: leave the status display on (no ``--no-status``).
+        terminal: ``(rows, columns)``: run on a new pseudo-terminal of that
+            size (stdin, stdout and stderr), as in an interactive shell;
+            ``output`` then holds every byte it wrote, escape codes included.
     """
 
     def __init__(
@@ -96,6 +101,8 @@ class ServeProcess:
         path: Path | None = None,
         http_port: int | None = None,
         args: tuple[str, ...] = ("--log-level", "INFO"),
+        status: bool = False,
+        terminal: tuple[int, int] | None = None,
     ) -> None:
         self.http_port = http_port or free_port()
         if path is None:
@@ -108,13 +115,20 @@ class ServeProcess:
         self.path = path
         self.env = {**cli_env(), "OMP_NUM_THREADS": "1", **(env or {})}
         self.args = args
+        self.status = status
+        self.terminal = terminal
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
+        self._raw: list[str] = []
         self._lock = threading.Lock()
 
     # -- process -----------------------------------------------------------
     def start(self) -> ServeProcess:
-        cmd = [sys.executable, "-m", "streamseg", "serve", str(self.path), "--no-status"]
+        cmd = [sys.executable, "-m", "streamseg", "serve", str(self.path)]
+        if not self.status:
+            cmd.append("--no-status")
+        if self.terminal is not None:
+            return self._start_on_terminal([*cmd, *self.args], *self.terminal)
         self.proc = subprocess.Popen(
             [*cmd, *self.args],
             stdout=subprocess.PIPE,
@@ -127,11 +141,59 @@ class ServeProcess:
         threading.Thread(target=self._pump, daemon=True).start()
         return self
 
+    def _start_on_terminal(self, cmd: list[str], rows: int, columns: int) -> ServeProcess:
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        main_fd, child_fd = pty.openpty()
+        fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        env = {k: v for k, v in self.env.items() if k not in ("COLUMNS", "LINES")}
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=child_fd,
+            stdout=child_fd,
+            stderr=child_fd,
+            text=True,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
+        os.close(child_fd)
+        threading.Thread(target=self._pump_terminal, args=(main_fd,), daemon=True).start()
+        return self
+
     def _pump(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             with self._lock:
                 self.lines.append(line.rstrip("\n"))
+
+    def _pump_terminal(self, fd: int) -> None:
+        pending = ""
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # EIO: every process on the terminal is gone
+                    break
+                if not chunk:
+                    break
+                text = chunk.decode("utf-8", errors="replace")
+                with self._lock:
+                    self._raw.append(text)
+                    pending += text.replace("\r\n", "\n")
+                    *done, pending = pending.split("\n")
+                    self.lines.extend(done)
+        finally:
+            os.close(fd)
+
+    @property
+    def output(self) -> str:
+        """Everything written to the terminal (``terminal`` runs only)."""
+        with self._lock:
+            return "".join(self._raw)
 
     @property
     def log(self) -> str:
@@ -234,6 +296,18 @@ def metric(text: str, name: str, **labels: str) -> float | None:
             if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
                 return float(s.value)
     return None
+
+
+def metric_sum(text: str, name: str, **labels: str) -> float:
+    """The sum of every Prometheus sample ``name`` whose labels include ``labels``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        float(s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def detections(client: Any, camera: str, prefix: str = "streamseg") -> list[dict[str, Any]]:

@@ -54,7 +54,7 @@ def test_prometheus_metrics_scraped() -> None:
     stats = PipelineStats(["cam1"], metrics)
     metrics.observe(
         queue_depths=lambda: {"camera:cam1": 3, "results": 1},
-        camera_health=lambda: {"cam1": ("stalled", 2)},
+        camera_health=lambda: {"cam1": ("stalled", 2, 1)},
         redis_state=lambda: (True, 0),
     )
     for _ in range(5):
@@ -78,6 +78,7 @@ def test_prometheus_metrics_scraped() -> None:
     assert sample(text, "streamseg_ingest_health", camera="cam1", state="stalled") == 1
     assert sample(text, "streamseg_ingest_health", camera="cam1", state="streaming") == 0
     assert sample(text, "streamseg_ingest_reconnects_total", camera="cam1") == 2
+    assert sample(text, "streamseg_ingest_stalls_total", camera="cam1") == 1
     assert sample(text, "streamseg_pipeline_latency_seconds_count", camera="cam1") == 1
     assert sample(text, "streamseg_pipeline_latency_seconds_bucket", camera="cam1", le="0.1") == 0
     assert sample(text, "streamseg_pipeline_latency_seconds_bucket", camera="cam1", le="0.15") == 1

@@ -1,0 +1,114 @@
+"""The live status of ``streamseg serve``: log lines when not on a terminal, one
+redrawn line on a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+import pytest
+
+from tests.support.serve import ServeProcess, service_pipeline, summary
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.slow
+
+CAMERA = r"(?P<cam>[\w-]+) (?P<fps>\d+\.\d) fps drop (?P<drop>\d+)(?: \[(?P<state>\w+)\])?"
+LATENCY = r"latency (?:-|p50 (?P<p50>\d+) ms p99 (?P<p99>\d+) ms)"
+
+
+def synthetic(cam: str, seed: int, fps: int) -> dict[str, str]:
+    return {"id": cam, "url": f"synthetic://?seed={seed}&width=160&height=120&fps={fps}&objects=3"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """One parsed status line: ``{camera: (fps, drop, state)}``, latency (ms), Redis."""
+
+    cameras: dict[str, tuple[float, int, str | None]]
+    p50: int | None
+    p99: int | None
+    redis: str
+
+
+def parse_status(line: str) -> Status:
+    *cams, latency, redis = line.split(" | ")
+    parsed = {}
+    for part in cams:
+        m = re.fullmatch(CAMERA, part)
+        assert m is not None, f"bad camera part {part!r} in {line!r}"
+        parsed[m["cam"]] = (float(m["fps"]), int(m["drop"]), m["state"])
+    lat = re.fullmatch(LATENCY, latency)
+    assert lat is not None, f"bad latency part {latency!r} in {line!r}"
+    assert redis == "redis ok" or redis.startswith("redis DOWN"), line
+    p50 = None if lat["p50"] is None else int(lat["p50"])
+    p99 = None if lat["p99"] is None else int(lat["p99"])
+    return Status(parsed, p50, p99, redis)
+
+
+def status_lines(proc: ServeProcess) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"streamseg\.status: status: (.*)", proc.log)]
+
+
+def test_status_lines_when_not_a_terminal(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer
+) -> None:
+    cams = [synthetic("north", 1, 10), synthetic("south", 2, 5)]
+    proc = serve(service_pipeline(cams, {"url": redis_server.url}), status=True)
+
+    def both_measured() -> bool:
+        return any(
+            s.p50 is not None and all(fps > 0 for fps, _d, _s in s.cameras.values())
+            for s in map(parse_status, status_lines(proc))
+        )
+
+    proc.wait_for(both_measured, 120, "a status line with fps for both cameras and latency")
+    proc.wait_for(lambda: len(status_lines(proc)) >= 5, 30, "more status lines")
+    assert proc.terminate() == 0, proc.tail()
+
+    parsed = [parse_status(s) for s in status_lines(proc)]
+    assert all(set(p.cameras) == {"north", "south"} for p in parsed)
+    measured = [p for p in parsed if p.p50 is not None and p.p99 is not None]
+    assert measured and all(p.p50 <= p.p99 for p in measured)  # type: ignore[operator]
+    for cam, fps in (("north", 10), ("south", 5)):
+        rates = [p.cameras[cam][0] for p in parsed]
+        drops = [p.cameras[cam][1] for p in parsed]
+        assert 0 < max(rates) <= 2 * fps, (cam, rates)  # segmented frames/s of this camera
+        assert drops == sorted(drops), (cam, drops)  # drops since start never decrease
+        assert drops[-1] <= summary(proc.log, cam)["dropped"]
+    # a streaming camera shows no state; nothing is drawn for a terminal
+    assert parsed[-1].cameras["north"][2] is None
+    assert "\x1b[" not in proc.log
+
+
+def test_status_line_redrawn_on_a_terminal(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer
+) -> None:
+    columns = 50
+    cams = [synthetic("cam", 3, 10)]
+    proc = serve(
+        service_pipeline(cams, {"url": redis_server.url}), status=True, terminal=(24, columns)
+    )
+    clear = "\r\x1b[2K"
+
+    def draws() -> list[str]:
+        # Each status draw and each log record starts by clearing the line;
+        # a draw is the text up to the next clear, with no newline after it.
+        return [d for d in proc.output.split(clear) if d.startswith("cam ")]
+
+    proc.wait_for(lambda: any(" fps drop " in d and "p50" in d for d in draws()), 120, "a draw")
+    proc.wait_for(lambda: len(draws()) >= 3, 30, "three draws")
+    assert proc.terminate() == 0, proc.tail()
+
+    out = proc.output
+    drawn = draws()
+    assert all("\n" not in d for d in drawn)  # redrawn in place, never scrolled
+    assert all(len(d) <= columns - 1 for d in drawn)  # cut to the terminal's width
+    assert max(len(d) for d in drawn) == columns - 1  # the full line is longer
+    assert all(re.match(CAMERA + r" \| latency", d) for d in drawn), drawn
+    assert "status: " not in out  # on a terminal the line is drawn, not logged
+    # Log records clear the line first, so they never start in the middle of it.
+    records = [line for line in out.split("\n") if " INFO " in line]
+    assert records and all(line.startswith(clear) for line in records)
+    assert "summary[cam]:" in out
