@@ -20,12 +20,14 @@ Nothing here runs at import time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,18 +131,43 @@ def _compile(with_cuda: bool, verbose: bool) -> Path:
     build = _build_dir(flavour)
     build.mkdir(parents=True, exist_ok=True)
     defines = ["-DSTREAMSEG_WITH_CUDA"] if with_cuda else []
-    cpp_extension.load(
-        name=f"streamseg_ops_{flavour}",
-        sources=[str(f) for f in files],
-        extra_cflags=["-O3", *defines],
-        extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", *defines],
-        extra_include_paths=[str(sources_dir())],
-        build_directory=str(build),
-        with_cuda=with_cuda,
-        is_python_module=False,
-        verbose=verbose,
-    )
+    with _exclusive(build):
+        cpp_extension.load(
+            name=f"streamseg_ops_{flavour}",
+            sources=[str(f) for f in files],
+            extra_cflags=["-O3", *defines],
+            extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", *defines],
+            extra_include_paths=[str(sources_dir())],
+            build_directory=str(build),
+            with_cuda=with_cuda,
+            is_python_module=False,
+            verbose=verbose,
+        )
     return build / f"streamseg_ops_{flavour}.so"
+
+
+@contextlib.contextmanager
+def _exclusive(build: Path) -> Iterator[None]:
+    """Hold ``build``'s compile lock; clear what a killed builder left behind.
+
+    torch marks a build in progress with a ``lock`` file and waits, without
+    end, while one exists, so a process killed mid-compile (Ctrl-C on the
+    first start) would hang every later start. An ``flock`` is released by
+    the kernel when its holder dies: whoever holds it is the only builder
+    of this folder, and a ``lock`` file found then is stale.
+    """
+    import fcntl
+
+    with open(build / ".streamseg-build.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = build / "lock"
+            if stale.exists():
+                _log.warning("ops: removing %s left by an interrupted build", stale)
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _try_load(verbose: bool) -> None:

@@ -7,7 +7,11 @@ than skip, when it does not build where a C++ compiler exists.
 from __future__ import annotations
 
 import math
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -211,3 +215,20 @@ def test_decode_native_equals_reference_and_brute(dtype: torch.dtype) -> None:
         got.double(), brute.decode(deltas, boxes, w, math.log(1000 / 16)), rtol=1e-5, atol=1e-4
     )
     assert N.decode_boxes(deltas[:0], boxes[:0], *w, 1.0).shape == (0, 3, 4)
+
+
+def test_a_build_killed_midway_does_not_hang_the_next_start(tmp_path: Path) -> None:
+    """torch's ``lock`` file left by a killed builder is cleared, not waited on forever."""
+    built = _native._build_dir("cpu")
+    cache = tmp_path / "cache"
+    shutil.copytree(built, cache / built.name)  # up to date: only a load, no compile
+    (cache / built.name / "lock").write_text("")
+    code = "from streamseg.ops import _native; print(sorted(_native.load()))"
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(cache), "STREAMSEG_OPS": "native"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['cpu']"
+    assert "left by an interrupted build" in out.stderr
+    assert not (cache / built.name / "lock").exists()
