@@ -400,3 +400,62 @@ def test_pkl_loads_only_into_r50_fpn_and_its_style(pkl: Path) -> None:
         build_model("maskrcnn_small", weights=str(pkl))
     with pytest.raises(CheckpointError, match="holds a detectron2-style model but style="):
         build_model("maskrcnn_r50_fpn", weights=str(pkl), style="torchvision")
+
+
+# ---------------------------------------------------------------- serving and fine-tuning
+
+
+def test_segmenter_serves_a_pkl_and_a_swap_keeps_the_style(
+    pkl: Path, source: torch.nn.Module
+) -> None:
+    from streamseg.segment import Segmenter
+    from streamseg.types import Frame, FrameBatch
+
+    image = frame()
+    seg = Segmenter(arch="maskrcnn_r50_fpn", weights=str(pkl), **SMALL)
+    assert seg.input_spec.channel_order == "BGR" and seg.class_names == COCO_CONTIGUOUS_CLASS_NAMES
+    got = seg.segment(FrameBatch((Frame("cam", 0, None, 0.0, image),)))[0]
+    want = run(source, image)
+    assert torch.equal(got.labels, want.labels) and torch.equal(got.boxes, want.boxes)
+    seg.close()
+    # Same tensors, other structure: a torchvision-style model must not take them.
+    running = Segmenter(arch="maskrcnn_r50_fpn", num_classes=81, **SMALL)
+    with pytest.raises(CheckpointError, match="style 'detectron2' vs running 'torchvision'"):
+        running.load_weights(str(pkl))
+    assert running.model.style == "torchvision"
+    running.close()
+
+
+def test_a_fine_tune_from_a_pkl_stays_detectron2_style(pkl: Path, tmp_path: Path) -> None:
+    from streamseg.models.checkpoint import save_checkpoint
+    from streamseg.train.checkpointing import check_style
+    from streamseg.train.modeling import build_train_model, load_trained_model, model_meta
+    from tests.support.training import tiny_config
+
+    cfg = tiny_config(
+        tmp_path, model__arch="maskrcnn_r50_fpn", model__weights=str(pkl), model__options=SMALL
+    )
+    names = ("__background__", "cat", "dog")
+    model, options = build_train_model(cfg.model, names)
+    assert model.style == "detectron2" and options["style"] == "detectron2"
+    assert model.input_spec.channel_order == "BGR"
+    path = tmp_path / "model_final.pth"
+    meta = model_meta(cfg, names, options, iteration=1, metrics={})
+    save_checkpoint(path, model.state_dict(), **meta)
+
+    reloaded, got_names = load_trained_model(str(path))
+    assert got_names == names and reloaded.style == "detectron2"
+    assert reloaded.input_spec == model.input_spec
+    model.eval()
+    image = frame()
+    want, got = run(model, image), run(reloaded, image)
+    assert torch.equal(got.labels, want.labels) and torch.equal(got.boxes, want.boxes)
+    # A fine-tune of the fine-tune is detectron2-style too, without saying so.
+    again = tiny_config(tmp_path, "again", model__arch="maskrcnn_r50_fpn", model__weights=str(path))
+    assert build_train_model(again.model, names)[0].style == "detectron2"
+    # Resuming or starting from it with the other style is refused, not silently copied.
+    other = build_model("maskrcnn_r50_fpn", num_classes=3)
+    with pytest.raises(CheckpointError, match="holds a detectron2-style model"):
+        check_style(other, meta, str(path))
+    with pytest.raises(CheckpointError, match="holds a detectron2-style model"):
+        load_trained_model(str(path), style="torchvision")
