@@ -221,11 +221,8 @@ class RoIHeads(nn.Module):
             if pos.numel():
                 gt_masks = t["masks"][:, None].to(p.dtype)
                 rois = torch.cat([m[pos, None].to(p.dtype), p[pos]], dim=1)
-                mask_targets.append(
-                    ops.roi_align(gt_masks, rois, (size, size), 1.0, -1, self.settings.aligned)[
-                        :, 0
-                    ]
-                )
+                crops = ops.roi_align(gt_masks, rois, (size, size), 1.0, -1, self.settings.aligned)
+                mask_targets.append(crops[:, 0])
         logits = self._mask_logits(feats, boxes, image_sizes)
         if not mask_targets:
             return logits.sum() * 0

@@ -3,7 +3,10 @@
 Anchors, proposal filtering and losses follow Faster R-CNN as torchvision
 implements it, so torchvision weights give torchvision's proposals: per FPN
 level the ``pre_nms_top_n`` best anchors, decoded, clipped, tiny boxes
-dropped, NMS per level, then the ``post_nms_top_n`` best per image.
+dropped, NMS per level, then the ``post_nms_top_n`` best per image. The
+detectron2 style changes the details (exact anchors on fixed strides, only
+empty proposals dropped, ranking by logit; see ``styles.py``) through
+:class:`AnchorGenerator` and :class:`RPNSettings`.
 """
 
 from __future__ import annotations
