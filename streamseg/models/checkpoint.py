@@ -16,7 +16,7 @@ import dataclasses
 import io
 import pickle
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "load_state_dict_file",
     "read_checkpoint",
     "save_checkpoint",
+    "unwrap_state_dict",
 ]
 
 # How many keys of each kind an error message lists before summarising.
@@ -134,7 +135,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
             ) from None
         if isinstance(obj, Mapping) and isinstance(obj.get("meta"), Mapping):
             meta = dict(obj["meta"])
-        return Checkpoint(state_dict=_unwrap_state_dict(obj, path), meta=meta)
+        return Checkpoint(state_dict=unwrap_state_dict(obj, path), meta=meta)
     return Checkpoint(state_dict=load_state_dict_file(path), meta=meta)
 
 
@@ -157,14 +158,20 @@ def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:
                 f"checkpoint {path} could not be read ({_first_line(exc)}); "
                 "is the file truncated or not a PyTorch checkpoint?"
             ) from None
-    return _unwrap_state_dict(obj, path)
+    return unwrap_state_dict(obj, path)
 
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _unwrap_state_dict(obj: Any, path: Path) -> dict[str, Tensor]:
+def unwrap_state_dict(obj: Any, path: Path) -> dict[str, Tensor]:
+    """The tensors of a loaded checkpoint object, numpy arrays converted.
+
+    ``obj`` is a state dict, or one wrapped as ``{"model": ...}``,
+    ``{"state_dict": ...}`` or ``{"model_state": ...}``; entries that are
+    neither tensors nor arrays are left out. ``path`` names the file in errors.
+    """
     for key in ("model", "state_dict", "model_state"):
         if isinstance(obj, Mapping) and key in obj and isinstance(obj[key], Mapping):
             obj = obj[key]
@@ -178,13 +185,20 @@ def _unwrap_state_dict(obj: Any, path: Path) -> dict[str, Tensor]:
         elif hasattr(value, "__array__"):
             out[str(name)] = torch.as_tensor(_np_array(value))
         # Non-tensor entries (e.g. detectron2's "__author__") carry no weights.
+    if not out:
+        raise CheckpointError(
+            f"checkpoint {path} holds no tensors or arrays (at its top level or under "
+            f"'model' / 'state_dict'; found keys {', '.join(map(str, list(obj)[:6]))})"
+        )
     return out
 
 
 def _np_array(value: Any) -> Any:
     import numpy as np
 
-    return np.ascontiguousarray(value)
+    array = np.ascontiguousarray(value)
+    # Arrays unpickled from protocol-5 bytes are read-only views; tensors want their own memory.
+    return array if array.flags.writeable else array.copy()
 
 
 def check_state_dict(
@@ -193,6 +207,7 @@ def check_state_dict(
     *,
     source: str,
     ignore_missing: tuple[str, ...] = (),
+    key_name: Callable[[str], str] | None = None,
 ) -> None:
     """Raise :class:`CheckpointError` unless ``state_dict`` fits ``model`` exactly.
 
@@ -202,12 +217,16 @@ def check_state_dict(
         source: how to name the checkpoint in the message (file and format).
         ignore_missing: key suffixes the model may lack weights for (e.g.
             ``num_batches_tracked``).
+        key_name: how to show one of the model's keys in the message (e.g.
+            under the name a converted file uses; ``source`` should say so);
+            default: as it is.
     """
+    show = key_name or (lambda key: key)
     expected = model.state_dict()
-    missing = [k for k in expected if k not in state_dict and not k.endswith(ignore_missing)]
-    unexpected = [k for k in state_dict if k not in expected]
+    missing = [show(k) for k in expected if k not in state_dict and not k.endswith(ignore_missing)]
+    unexpected = [show(k) for k in state_dict if k not in expected]
     misshaped = [
-        f"{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(expected[k].shape)}"
+        f"{show(k)}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(expected[k].shape)}"
         for k in expected
         if k in state_dict and tuple(state_dict[k].shape) != tuple(expected[k].shape)
     ]
@@ -233,4 +252,4 @@ def check_state_dict(
 def tensor_bytes(data: bytes) -> dict[str, Tensor]:
     """Load a weights-only checkpoint from bytes (used for hot swap over Redis)."""
     obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    return _unwrap_state_dict(obj, Path("<bytes>"))
+    return unwrap_state_dict(obj, Path("<bytes>"))

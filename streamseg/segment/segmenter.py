@@ -227,6 +227,7 @@ class Segmenter:
             raise
         except Exception as exc:  # e.g. a converter that fails on an odd file
             raise CheckpointError(f"{path}: {type(exc).__name__}: {exc}") from None
+        _check_same_structure(self._model, model, path)
         new = model.state_dict()
         _check_same_layout(self._state, new, path)
         with self._lock, torch.no_grad():
@@ -249,6 +250,20 @@ def _resized(image: Tensor, spec: InputSpec) -> tuple[int, int]:
     from streamseg.segment.preprocess import resized_size
 
     return resized_size(int(image.shape[0]), int(image.shape[1]), spec.min_size, spec.max_size)
+
+
+def _check_same_structure(live: nn.Module, new: nn.Module, path: str) -> None:
+    """Same style (Mask R-CNN) and input spec: tensors alone do not show these."""
+    differences = [
+        f"{what} {getattr(new, attr, None)!r} vs running {getattr(live, attr, None)!r}"
+        for what, attr in (("style", "style"), ("input", "input_spec"))
+        if getattr(new, attr, None) != getattr(live, attr, None)
+    ]
+    if differences:
+        raise CheckpointError(
+            f"{path} needs another model structure ({'; '.join(differences)}); a hot swap "
+            "keeps the structure: restart the service to change it"
+        )
 
 
 def _check_same_layout(live: dict[str, Tensor], new: dict[str, Tensor], path: str) -> None:

@@ -25,6 +25,7 @@ from streamseg.models.checkpoint import CheckpointError, read_checkpoint, save_c
 
 __all__ = [
     "capture_rng",
+    "check_style",
     "load_initial_weights",
     "read_training_state",
     "restore_rng",
@@ -136,18 +137,39 @@ def load_initial_weights(
     """
     from streamseg.models import build_model
 
-    ckpt = read_checkpoint(weights)
-    meta_arch = ckpt.meta.get("arch")
+    # A detectron2 .pkl has no meta; only the model's converter needs to read it.
+    ckpt = None if Path(weights).suffix == ".pkl" else read_checkpoint(weights)
+    meta_arch = ckpt.meta.get("arch") if ckpt is not None else None
     if meta_arch is not None and meta_arch != arch:
         raise CheckpointError(
             f"checkpoint {weights} is a {meta_arch!r} model but model.arch is {arch!r}; "
             "start from a checkpoint of the same architecture"
         )
-    if meta_arch is not None:
+    if ckpt is not None and meta_arch is not None:
+        check_style(model, ckpt.meta, str(weights))
         source = ckpt.state_dict
     else:
         source = build_model(arch, weights=str(weights), **source_options).state_dict()
     return copy_matching(model, source, str(weights))
+
+
+def check_style(model: nn.Module, meta: Mapping[str, Any], name: str) -> None:
+    """Refuse a streamseg checkpoint of another Mask R-CNN style than ``model``'s.
+
+    Both styles have the same tensors, so copying would succeed and compute
+    something else; the style is in the checkpoint's ``model_options``
+    (absent: written before styles existed, torchvision's).
+    """
+    style = getattr(model, "style", None)
+    if style is None:
+        return
+    saved = (meta.get("model_options") or {}).get("style") or "torchvision"
+    if saved != style:
+        raise CheckpointError(
+            f"checkpoint {name} holds a {saved}-style model but the model being trained is "
+            f"{style}-style; remove model.options.style (the checkpoint sets it) or set it "
+            f"to {saved!r}"
+        )
 
 
 def copy_matching(model: nn.Module, source: Mapping[str, Tensor], name: str) -> list[str]:

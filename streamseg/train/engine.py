@@ -19,7 +19,12 @@ import torch
 from torch import nn
 
 from streamseg.models.checkpoint import CheckpointError
-from streamseg.train.checkpointing import read_training_state, restore_rng, save_model_checkpoint
+from streamseg.train.checkpointing import (
+    check_style,
+    read_training_state,
+    restore_rng,
+    save_model_checkpoint,
+)
 from streamseg.train.config import ConfigError, TrainConfig
 from streamseg.train.data import Sample
 from streamseg.train.datasets import build_dataset, resolve_class_names
@@ -329,6 +334,7 @@ def _resume(
         raise CheckpointError(
             f"{path} is a {meta.get('arch')!r} run but model.arch is {cfg.model.arch!r}"
         )
+    check_style(model, meta, str(path))
     model.load_state_dict(model_state)
     optimizer.load_state_dict(state["optimizer"])
     # The schedule itself comes from the config (so `--set solver.iterations=N` on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -12,7 +13,14 @@ from streamseg.models import InputSpec
 from streamseg.train.config import ModelConfig, TrainConfig
 from streamseg.train.freeze import freeze_backbone_stages
 
-__all__ = ["build_train_model", "class_options", "input_spec", "model_meta"]
+__all__ = [
+    "build_train_model",
+    "class_options",
+    "input_spec",
+    "load_trained_model",
+    "model_meta",
+    "weights_options",
+]
 
 log = logging.getLogger("streamseg.train")
 
@@ -56,10 +64,15 @@ def build_train_model(
     from streamseg.train.checkpointing import load_initial_weights
 
     options: dict[str, Any] = dict(cfg.options)
+    if cfg.weights:
+        options = {**weights_options(cfg.arch, cfg.weights), **options}
     options.update(class_options(cfg.arch, class_names))
     if cfg.roi_samples_per_image is not None:
         options[_ROI_OPTION[family(cfg.arch)]] = cfg.roi_samples_per_image
     model = build_model(cfg.arch, **options)
+    style = getattr(model, "style", None)
+    if style is not None:
+        options["style"] = style  # recorded in the checkpoints' meta, which rebuild from it
     if cfg.weights and load_weights:
         source_options = {
             k: v for k, v in cfg.options.items() if k not in ("num_classes", "class_names")
@@ -75,6 +88,22 @@ def build_train_model(
         )
     model.train()
     return model, options
+
+
+def weights_options(arch: str, weights: str) -> dict[str, Any]:
+    """``build_model`` options that the starting weights fix (Mask R-CNN's ``style``).
+
+    A fine-tune must have the structure its weights were trained with: a
+    detectron2 ``.pkl`` (or a checkpoint fine-tuned from one) gives a
+    detectron2-style model. Options in the config take precedence, and a
+    contradiction is reported when the weights are loaded.
+    """
+    if family(arch) != "maskrcnn":
+        return {}
+    from streamseg.models.maskrcnn.weights import weights_style
+
+    style = weights_style(weights)
+    return {"style": style} if style else {}
 
 
 def model_meta(
@@ -120,22 +149,30 @@ def load_trained_model(
     from streamseg.models import build_model
     from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 
-    ckpt = read_checkpoint(weights)
-    meta_arch = ckpt.meta.get("arch")
+    # A detectron2 .pkl carries no meta: its converter reads it (once).
+    ckpt = None if Path(weights).suffix == ".pkl" else read_checkpoint(weights)
+    meta = ckpt.meta if ckpt is not None else {}
+    meta_arch = meta.get("arch")
     if arch is not None and meta_arch is not None and arch != meta_arch:
         raise CheckpointError(f"{weights} holds a {meta_arch!r} model, not {arch!r}")
     arch = arch or meta_arch
     if arch is None:
         raise CheckpointError(f"{weights} does not say its architecture; pass --arch")
-    if meta_arch is None:
+    if ckpt is None or meta_arch is None:
         model = build_model(arch, weights=weights, **overrides)
     else:
-        options = dict(ckpt.meta.get("model_options", {}))
-        options.update(class_options(arch, ckpt.meta["class_names"]))
+        options = dict(meta.get("model_options", {}))
+        saved_style = options.get("style")
+        if overrides.get("style") not in (None, saved_style or "torchvision"):
+            raise CheckpointError(
+                f"{weights} holds a {saved_style or 'torchvision'}-style model, "
+                f"not style={overrides['style']!r}"
+            )
+        options.update(class_options(arch, meta["class_names"]))
         options.update(overrides)
         model = build_model(arch, **options)
         check_state_dict(model, ckpt.state_dict, source=str(weights))
         model.load_state_dict(ckpt.state_dict)
     model.eval()
-    names = tuple(getattr(model, "class_names", ckpt.meta.get("class_names", ())))
+    names = tuple(getattr(model, "class_names", meta.get("class_names", ())))
     return model, names

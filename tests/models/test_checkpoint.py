@@ -78,3 +78,21 @@ def test_save_and_read_checkpoint_with_meta(tmp_path) -> None:
     assert ckpt.meta == {"arch": "tiny", "class_names": ["__background__", "a"]}
     check_state_dict(model, ckpt.state_dict, source=str(path))
     assert not (tmp_path / "sub" / "ckpt.pth.tmp").exists()
+
+
+def test_a_pickle_without_arrays_is_an_error(tmp_path) -> None:
+    path = tmp_path / "empty.pkl"
+    path.write_bytes(pickle.dumps({"model": {"__author__": "x"}, "other": 1}))
+    with pytest.raises(CheckpointError, match="holds no tensors or arrays"):
+        load_state_dict_file(path)
+
+
+def test_mismatch_keys_can_be_shown_under_the_file_s_names() -> None:
+    sd = Tiny().state_dict()
+    sd.pop("fc.bias")
+    sd["conv.weight"] = torch.zeros(5, 3, 3, 3)
+    with pytest.raises(CheckpointError) as info:
+        check_state_dict(Tiny(), sd, source="x.pkl", key_name=lambda k: "their." + k)
+    msg = str(info.value)
+    assert "1 missing keys: their.fc.bias" in msg
+    assert "their.conv.weight: checkpoint (5, 3, 3, 3) vs model (4, 3, 3, 3)" in msg

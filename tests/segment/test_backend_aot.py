@@ -75,6 +75,8 @@ def test_a_package_for_other_settings_is_a_clear_error(package: tuple[Path, str]
         Segmenter(
             backend="aot", aot_package=str(path), arch="maskrcnn_r50_fpn", min_size=96, max_size=160
         )
+    with pytest.raises(ValueError, match="style: package 'torchvision', model 'detectron2'"):
+        Segmenter(backend="aot", aot_package=str(path), style="detectron2", **SMALL)
     aot = Segmenter(backend="aot", aot_package=str(path), **SMALL)
     with pytest.raises(ValueError, match="export it again with --size"):
         aot.segment(scene_batch([(200, 120)]))  # portrait: 160x96 > 96x160

@@ -64,11 +64,15 @@ def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
 
 
 class BasicBlock(nn.Module):
-    """Two 3x3 convs (ResNet-18/34 block); ``expansion = 1``."""
+    """Two 3x3 convs (ResNet-18/34 block); ``expansion = 1``.
+
+    ``stride_in_1x1`` is accepted for a uniform signature and ignored: this
+    block has no 1x1 conv, its first 3x3 conv strides in both styles.
+    """
 
     expansion = 1
 
-    def __init__(self, cin: int, width: int, stride: int) -> None:
+    def __init__(self, cin: int, width: int, stride: int, *, stride_in_1x1: bool = False) -> None:
         super().__init__()
         cout = width * self.expansion
         self.conv1 = _conv(cin, width, 3, stride)
@@ -86,16 +90,23 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """1x1 -> 3x3 (strided, ResNet v1.5) -> 1x1 block; ``expansion = 4``."""
+    """1x1 -> 3x3 -> 1x1 block; ``expansion = 4``.
+
+    The block's stride sits in the 3x3 conv (torchvision's "ResNet v1.5"), or
+    with ``stride_in_1x1`` in the first 1x1 conv (the original MSRA ResNet
+    that detectron2's ImageNet weights come from). Same parameters, different
+    function: weights trained one way are wrong the other way.
+    """
 
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int) -> None:
+    def __init__(self, cin: int, width: int, stride: int, *, stride_in_1x1: bool = False) -> None:
         super().__init__()
         cout = width * self.expansion
-        self.conv1 = _conv(cin, width, 1)
+        stride_1x1, stride_3x3 = (stride, 1) if stride_in_1x1 else (1, stride)
+        self.conv1 = _conv(cin, width, 1, stride_1x1)
         self.bn1 = FrozenBatchNorm2d(width)
-        self.conv2 = _conv(width, width, 3, stride)
+        self.conv2 = _conv(width, width, 3, stride_3x3)
         self.bn2 = FrozenBatchNorm2d(width)
         self.conv3 = _conv(width, cout, 1)
         self.bn3 = FrozenBatchNorm2d(cout)
@@ -119,6 +130,8 @@ class ResNet(nn.Module):
         widths: inner width per stage, e.g. ``(64, 128, 256, 512)``.
         stem_width: channels of the stem conv.
         stem_kernel: its kernel size (7 in ResNets; smaller is cheaper).
+        stride_in_1x1: bottlenecks stride in their first 1x1 conv (detectron2's
+            MSRA weights) instead of their 3x3 conv (torchvision).
     """
 
     def __init__(
@@ -128,6 +141,8 @@ class ResNet(nn.Module):
         widths: Sequence[int] = (64, 128, 256, 512),
         stem_width: int = 64,
         stem_kernel: int = 7,
+        *,
+        stride_in_1x1: bool = False,
     ) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(
@@ -142,7 +157,7 @@ class ResNet(nn.Module):
             blocks = []
             for j in range(depth):
                 stride = 2 if (i > 0 and j == 0) else 1
-                blocks.append(block(cin, width, stride))
+                blocks.append(block(cin, width, stride, stride_in_1x1=stride_in_1x1))
                 cin = width * block.expansion
             self.add_module(f"layer{i + 1}", nn.Sequential(*blocks))
             self.out_channels.append(cin)

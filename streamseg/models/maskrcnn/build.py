@@ -11,7 +11,11 @@ options (``None`` keeps the default):
 ``rpn_pre_nms_top_n`` / ``rpn_post_nms_top_n`` (test time; per level /
 per image), ``rpn_pre_nms_top_n_train`` / ``rpn_post_nms_top_n_train``,
 ``detections_per_image``, ``min_size``, ``max_size``,
-``box_batch_size_per_image``, ``mask_threshold``.
+``box_batch_size_per_image``, ``mask_threshold``, and ``style``:
+``"torchvision"`` (the default) or ``"detectron2"`` (see
+:mod:`streamseg.models.maskrcnn.styles`). Weights that say their style (a
+detectron2 ``.pkl``, a checkpoint the trainer wrote) set it when it is not
+given; a ``style`` that contradicts the weights is a ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from streamseg.models.maskrcnn.heads import (
 from streamseg.models.maskrcnn.model import MaskRCNN
 from streamseg.models.maskrcnn.roi_heads import RoIHeads, RoISettings
 from streamseg.models.maskrcnn.rpn import RPN, AnchorGenerator, RPNHead, RPNSettings
+from streamseg.models.maskrcnn.styles import STYLES, Style
 
 __all__ = ["ArchSpec", "build", "maskrcnn_r50_fpn", "maskrcnn_r50_fpn_v2", "maskrcnn_small"]
 
@@ -127,6 +132,7 @@ def build(
     num_classes: int | None = None,
     class_names: Sequence[str] | None = None,
     weights: str | None = None,
+    style: str | None = None,
     **options: Any,
 ) -> MaskRCNN:
     """Build ``spec`` with ``options`` (see the module docstring); load ``weights``."""
@@ -135,22 +141,38 @@ def build(
     unknown = sorted(set(options) - set(_OPTION_DEFAULTS))
     if unknown:
         raise ValueError(
-            f"unknown {spec.name} option(s): {', '.join(unknown)}; "
-            f"valid: num_classes, class_names, weights, {', '.join(sorted(_OPTION_DEFAULTS))}"
+            f"unknown {spec.name} option(s): {', '.join(unknown)}; valid: num_classes, "
+            f"class_names, weights, style, {', '.join(sorted(_OPTION_DEFAULTS))}"
         )
+    if style is not None and style not in STYLES:
+        raise ValueError(f"style must be one of {', '.join(STYLES)}, got {style!r}")
     loaded = None
     if weights is not None:
         loaded = read_weights(weights, spec.name)
         if num_classes is None and class_names is None and loaded.class_names:
             class_names = loaded.class_names
+        style = _weights_style(style, loaded.style, loaded.source)
     names = _class_names(spec, num_classes, class_names)
     opts = {**_OPTION_DEFAULTS, **dict(spec.defaults)}
     opts.update({k: v for k, v in options.items() if v is not None})
-    model = _assemble(spec, names, opts, loaded.input_spec if loaded else None)
+    chosen = STYLES[style or "torchvision"]
+    model = _assemble(spec, names, opts, chosen, loaded.input_spec if loaded else None)
     if loaded is not None:
         load_weights(model, loaded)
     model.eval()
     return model
+
+
+def _weights_style(asked: str | None, recorded: str | None, source: str) -> str | None:
+    """The style to build: the one asked for, else the one the weights record."""
+    from streamseg.models.checkpoint import CheckpointError
+
+    if asked is not None and recorded is not None and asked != recorded:
+        raise CheckpointError(
+            f"checkpoint {source} holds a {recorded}-style model but style={asked!r} was "
+            f"asked for; leave style out (the file sets it) or set it to {recorded!r}"
+        )
+    return asked or recorded
 
 
 def _class_names(
@@ -173,14 +195,35 @@ def _class_names(
     return ("__background__", *(f"class_{i}" for i in range(1, num_classes)))
 
 
+def _anchor_strides(spec: ArchSpec) -> tuple[int, ...]:
+    """Pixels per location on each RPN level: the FPN stages', then the pooled level's."""
+    strides = [2 ** (stage + 1) for stage in spec.fpn_stages]
+    return (*strides, strides[-1] * 2)
+
+
 def _assemble(
-    spec: ArchSpec, names: tuple[str, ...], o: dict[str, Any], input_spec: InputSpec | None
+    spec: ArchSpec,
+    names: tuple[str, ...],
+    o: dict[str, Any],
+    style: Style,
+    input_spec: InputSpec | None,
 ) -> MaskRCNN:
     block = Bottleneck if spec.bottleneck else BasicBlock
-    body = ResNet(block, spec.depths, spec.widths, spec.stem_width, spec.stem_kernel)
+    body = ResNet(
+        block,
+        spec.depths,
+        spec.widths,
+        spec.stem_width,
+        spec.stem_kernel,
+        stride_in_1x1=style.stride_in_1x1,
+    )
     c = spec.fpn_channels
     backbone = BackboneWithFPN(body, c, norm=spec.v2, stages=spec.fpn_stages)
-    anchors = AnchorGenerator(spec.anchor_sizes)
+    anchors = AnchorGenerator(
+        spec.anchor_sizes,
+        rounded=style.round_anchors,
+        strides=_anchor_strides(spec) if style.fixed_anchor_strides else None,
+    )
     rpn = RPN(
         anchors,
         RPNHead(c, anchors.num_anchors, conv_depth=2 if spec.v2 else 1),
@@ -190,6 +233,8 @@ def _assemble(
             pre_nms_top_n_train=int(o["rpn_pre_nms_top_n_train"]),
             post_nms_top_n_train=int(o["rpn_post_nms_top_n_train"]),
             nms_threshold=float(o["rpn_nms_threshold"]),
+            min_size=style.rpn_min_size,
+            rank_by_logits=style.rpn_rank_by_logits,
         ),
     )
     box_head: ConvFCHead | TwoMLPHead
@@ -207,9 +252,13 @@ def _assemble(
             nms_threshold=float(o["nms_threshold"]),
             detections_per_image=int(o["detections_per_image"]),
             batch_size_per_image=int(o["box_batch_size_per_image"]),
+            sampling_ratio=style.roi_sampling_ratio,
+            aligned=style.roi_aligned,
+            min_box_size=style.roi_min_box_size,
+            drop_empty=style.roi_drop_empty,
         ),
     )
-    base = input_spec or InputSpec()
+    base = input_spec or style.input_spec
     spec_in = dataclasses.replace(base, min_size=int(o["min_size"]), max_size=int(o["max_size"]))
     if spec_in.max_size < spec_in.min_size:
         raise ValueError(f"max_size ({spec_in.max_size}) must be >= min_size ({spec_in.min_size})")
@@ -220,4 +269,5 @@ def _assemble(
         input_spec=spec_in,
         class_names=names,
         mask_threshold=float(o["mask_threshold"]),
+        style=style.name,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["COCO_CLASS_NAMES"]
+__all__ = ["COCO_CLASS_NAMES", "COCO_CONTIGUOUS_CLASS_NAMES"]
 
 # torchvision's 91 COCO category slots (index = label; "N/A" are unused ids).
 COCO_CLASS_NAMES: tuple[str, ...] = (
@@ -18,3 +18,8 @@ COCO_CLASS_NAMES: tuple[str, ...] = (
     "keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator", "N/A",
     "book", "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush",
 )  # fmt: skip
+
+# The 80 COCO categories numbered without gaps (detectron2's COCO models),
+# background first as everywhere in streamseg: label i is the category with
+# contiguous id i - 1, i.e. torchvision's list with the "N/A" slots removed.
+COCO_CONTIGUOUS_CLASS_NAMES: tuple[str, ...] = tuple(n for n in COCO_CLASS_NAMES if n != "N/A")

@@ -36,6 +36,9 @@ class MaskRCNN(nn.Module):
         input_spec: how input images must be prepared.
         class_names: ``class_names[0] == "__background__"``; labels index it.
         mask_threshold: mask probability above which a pixel is in the mask.
+        style: ``"torchvision"`` or ``"detectron2"``: how the parts were built
+            (see :mod:`streamseg.models.maskrcnn.styles`); recorded so that
+            weights of one style are never swapped into a model of the other.
 
     Eval mode: ``model(images, image_sizes)`` -> list of :data:`Detections`;
     ``model.postprocess(outputs, image_sizes, frame_sizes)`` -> list of
@@ -53,6 +56,7 @@ class MaskRCNN(nn.Module):
         input_spec: InputSpec,
         class_names: Sequence[str],
         mask_threshold: float = 0.5,
+        style: str = "torchvision",
     ) -> None:
         super().__init__()
         self.backbone = backbone
@@ -61,6 +65,7 @@ class MaskRCNN(nn.Module):
         self.input_spec = input_spec
         self.class_names = tuple(class_names)
         self.mask_threshold = mask_threshold
+        self.style = style
 
     def forward(
         self,

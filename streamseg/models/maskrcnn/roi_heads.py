@@ -29,7 +29,13 @@ BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)
 
 @dataclasses.dataclass(frozen=True)
 class RoISettings:
-    """Thresholds and sizes of the RoI heads."""
+    """Thresholds and sizes of the RoI heads.
+
+    ``sampling_ratio`` and ``aligned`` are RoIAlign's (for the box and mask
+    features and the mask targets); ``min_box_size`` drops narrower or
+    shorter detections before NMS, ``drop_empty`` drops zero-width or
+    zero-height ones after it (detectron2's post-processing).
+    """
 
     score_threshold: float = 0.05
     nms_threshold: float = 0.5
@@ -41,7 +47,9 @@ class RoISettings:
     box_pool: int = 7
     mask_pool: int = 14
     sampling_ratio: int = 2
+    aligned: bool = False
     min_box_size: float = 1e-2
+    drop_empty: bool = False
 
 
 class RoIHeads(nn.Module):
@@ -69,7 +77,10 @@ class RoIHeads(nn.Module):
         sizes: Sequence[tuple[int, int]],
         out: int,
     ) -> Tensor:
-        return ops.multiscale_roi_align(feats, boxes, sizes, out, self.settings.sampling_ratio)
+        s = self.settings
+        return ops.multiscale_roi_align(
+            feats, boxes, sizes, out, s.sampling_ratio, aligned=s.aligned
+        )
 
     def _mask_logits(
         self, feats: Sequence[Tensor], boxes: Sequence[Tensor], sizes: Sequence[tuple[int, int]]
@@ -138,6 +149,9 @@ class RoIHeads(nn.Module):
         keep = ops.remove_small_boxes(boxes, s.min_box_size)
         boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
         keep = batched_nms_top_k(boxes, scores, labels, s.nms_threshold, s.detections_per_image)
+        if s.drop_empty:
+            kept = boxes[keep]
+            keep = keep[(kept[:, 2] > kept[:, 0]) & (kept[:, 3] > kept[:, 1])]
         return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
 
     # ------------------------------------------------------------------ training
@@ -207,9 +221,8 @@ class RoIHeads(nn.Module):
             if pos.numel():
                 gt_masks = t["masks"][:, None].to(p.dtype)
                 rois = torch.cat([m[pos, None].to(p.dtype), p[pos]], dim=1)
-                mask_targets.append(
-                    ops.roi_align(gt_masks, rois, (size, size), 1.0, -1, False)[:, 0]
-                )
+                crops = ops.roi_align(gt_masks, rois, (size, size), 1.0, -1, self.settings.aligned)
+                mask_targets.append(crops[:, 0])
         logits = self._mask_logits(feats, boxes, image_sizes)
         if not mask_targets:
             return logits.sum() * 0

@@ -3,7 +3,10 @@
 Anchors, proposal filtering and losses follow Faster R-CNN as torchvision
 implements it, so torchvision weights give torchvision's proposals: per FPN
 level the ``pre_nms_top_n`` best anchors, decoded, clipped, tiny boxes
-dropped, NMS per level, then the ``post_nms_top_n`` best per image.
+dropped, NMS per level, then the ``post_nms_top_n`` best per image. The
+detectron2 style changes the details (exact anchors on fixed strides, only
+empty proposals dropped, ranking by logit; see ``styles.py``) through
+:class:`AnchorGenerator` and :class:`RPNSettings`.
 """
 
 from __future__ import annotations
@@ -30,14 +33,35 @@ class AnchorGenerator(nn.Module):
     """Anchors of every FPN level: ``sizes[l]`` x ``aspect_ratios`` at each location.
 
     Anchors are ``(sum_l Hl*Wl*A, 4)`` xyxy image pixels, location-major
-    (row, column) then anchor; a level's stride is the padded image size
-    divided (integer) by its feature size.
+    (row, column) then anchor. An anchor of size ``s`` and ratio ``r``
+    (height / width) has area ``s**2``.
+
+    Args:
+        sizes: one anchor size per level, finest first.
+        aspect_ratios: height / width of the anchors at each location.
+        rounded: round the base anchors to integer pixels (torchvision);
+            detectron2 keeps them exact.
+        strides: pixels between two locations of each level; ``None``: the
+            padded image size divided (integer) by the feature size
+            (torchvision), which differs from ``2 ** level`` on a level
+            whose input had an odd size.
     """
 
-    def __init__(self, sizes: Sequence[int], aspect_ratios: Sequence[float] = (0.5, 1.0, 2.0)):
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        aspect_ratios: Sequence[float] = (0.5, 1.0, 2.0),
+        *,
+        rounded: bool = True,
+        strides: Sequence[int] | None = None,
+    ):
         super().__init__()
         self.sizes = tuple(int(s) for s in sizes)
         self.aspect_ratios = tuple(float(a) for a in aspect_ratios)
+        self.rounded = rounded
+        self.strides = None if strides is None else tuple(int(s) for s in strides)
+        if self.strides is not None and len(self.strides) != len(self.sizes):
+            raise ValueError(f"got {len(self.strides)} strides for {len(self.sizes)} anchor sizes")
         self._cache: dict[tuple[object, ...], Tensor] = {}
 
     @property
@@ -46,12 +70,27 @@ class AnchorGenerator(nn.Module):
         return len(self.aspect_ratios)
 
     def base_anchors(self, size: int) -> Tensor:
-        """``(A, 4)`` anchors centred on 0, rounded to integers."""
+        """``(A, 4)`` float32 anchors centred on 0 (rounded to integers when ``rounded``)."""
+        if not self.rounded:
+            # In float64 first, so that only the final float32 cast rounds.
+            rows = []
+            for ratio in self.aspect_ratios:
+                w = math.sqrt(size * size / ratio)
+                h = ratio * w
+                rows.append([-w / 2, -h / 2, w / 2, h / 2])
+            return torch.tensor(rows, dtype=torch.float64).float()
         ratios = torch.tensor(self.aspect_ratios, dtype=torch.float32)
         h_ratios = torch.sqrt(ratios)
         ws = (1 / h_ratios) * size
         hs = h_ratios * size
         return (torch.stack([-ws, -hs, ws, hs], dim=1) / 2).round()
+
+    def _stride(
+        self, level: int, image_size: tuple[int, int], grid: tuple[int, int]
+    ) -> tuple[int, int]:
+        if self.strides is not None:
+            return self.strides[level], self.strides[level]
+        return image_size[0] // grid[0], image_size[1] // grid[1]
 
     def forward(
         self,
@@ -64,8 +103,8 @@ class AnchorGenerator(nn.Module):
         if cached is not None:
             return cached
         out = []
-        for size, (gh, gw) in zip(self.sizes, grid_sizes, strict=True):
-            sh, sw = image_size[0] // gh, image_size[1] // gw
+        for level, (size, (gh, gw)) in enumerate(zip(self.sizes, grid_sizes, strict=True)):
+            sh, sw = self._stride(level, image_size, (gh, gw))
             xs = torch.arange(gw, dtype=torch.int32, device=device) * sw
             ys = torch.arange(gh, dtype=torch.int32, device=device) * sh
             yy, xx = torch.meshgrid(ys, xs, indexing="ij")
@@ -116,7 +155,8 @@ class RPNSettings:
     bg_iou: float = 0.3
     batch_size_per_image: int = 256
     positive_fraction: float = 0.5
-    min_size: float = 1e-3
+    min_size: float = 1e-3  # proposals narrower/shorter are dropped; 0: only empty ones
+    rank_by_logits: bool = False  # NMS order by logit, not by float32 sigmoid (detectron2)
 
 
 def _flatten(levels: Sequence[Tensor], k: int) -> Tensor:
@@ -188,12 +228,14 @@ class RPN(nn.Module):
         top_idx = torch.cat(idx, dim=1)
         levels = torch.cat(lvl)
         rows = torch.arange(obj.shape[0], device=obj.device)[:, None]
-        scores = torch.sigmoid(obj[rows, top_idx])
+        scores = obj[rows, top_idx]
+        if not self.settings.rank_by_logits:
+            scores = torch.sigmoid(scores)
         boxes = boxes[rows, top_idx]
         out = []
         for b, s, size in zip(boxes, scores, image_sizes, strict=True):
             b = ops.clip_boxes(b, size)
-            keep = ops.remove_small_boxes(b, self.settings.min_size)
+            keep = _large_enough(b, self.settings.min_size)
             b, s_k, lv = b[keep], s[keep], levels[keep]
             keep = batched_nms_top_k(b, s_k, lv, self.settings.nms_threshold, post)
             out.append(b[keep])
@@ -230,6 +272,15 @@ class RPN(nn.Module):
         ) / max(sampled.numel(), 1)
         obj_loss = F.binary_cross_entropy_with_logits(obj.reshape(-1)[sampled], lab_all[sampled])
         return {"loss_objectness": obj_loss, "loss_rpn_box_reg": box_loss}
+
+
+def _large_enough(boxes: Tensor, min_size: float) -> Tensor:
+    """Indices of boxes at least ``min_size`` wide and high; ``0``: of non-empty boxes."""
+    if min_size > 0:
+        return ops.remove_small_boxes(boxes, min_size)
+    ws = boxes[:, 2] - boxes[:, 0]
+    hs = boxes[:, 3] - boxes[:, 1]
+    return torch.where((ws > 0) & (hs > 0))[0]
 
 
 def default_anchor_sizes(smallest: int = 32, levels: int = 5) -> tuple[int, ...]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from torch import Tensor
 
@@ -17,7 +19,7 @@ from streamseg.models import InputSpec
 from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 from streamseg.models.maskrcnn.model import MaskRCNN
 
-__all__ = ["LoadedWeights", "load_weights", "read_weights"]
+__all__ = ["LoadedWeights", "load_weights", "read_weights", "recorded_style", "weights_style"]
 
 # torchvision < 0.13 named the mask head's convs mask_fcn1..4.
 _OLD_MASK_FCN = re.compile(r"^roi_heads\.mask_head\.mask_fcn(\d+)\.(weight|bias)$")
@@ -25,18 +27,39 @@ _OLD_MASK_FCN = re.compile(r"^roi_heads\.mask_head\.mask_fcn(\d+)\.(weight|bias)
 
 @dataclasses.dataclass(frozen=True)
 class LoadedWeights:
-    """A state dict in our key names, with what the file says about its model."""
+    """A state dict in our key names, with what the file says about its model.
+
+    Attributes:
+        state_dict: the tensors, under our key names.
+        source: the file and its format, for messages.
+        class_names: the classes the file was trained for, if it says.
+        input_spec: how the file's model wants its input, if it says.
+        style: ``"torchvision"`` or ``"detectron2"``, if the file says.
+        key_name: shows one of our keys under the file's own naming in
+            error messages (``None``: the file uses our names).
+    """
 
     state_dict: dict[str, Tensor]
     source: str
     class_names: tuple[str, ...] | None = None
     input_spec: InputSpec | None = None
+    style: str | None = None
+    key_name: Callable[[str], str] | None = None
+
+
+# Detectron2 model-zoo files hold this architecture (see detectron2.py).
+DETECTRON2_ARCH = "maskrcnn_r50_fpn"
 
 
 def read_weights(path: str | Path, arch: str) -> LoadedWeights:
     """Read ``path`` for a model of ``arch``; raise :class:`CheckpointError` if unusable."""
     path = Path(path)
     if path.suffix == ".pkl":
+        if arch != DETECTRON2_ARCH:
+            raise CheckpointError(
+                f"checkpoint {path} is a detectron2 .pkl, which loads into {DETECTRON2_ARCH} "
+                f"only (detectron2's R50-FPN Mask R-CNN), not {arch!r}"
+            )
         from streamseg.models.maskrcnn.detectron2 import read_detectron2
 
         return read_detectron2(path)
@@ -52,7 +75,34 @@ def read_weights(path: str | Path, arch: str) -> LoadedWeights:
         state_dict=upgrade_torchvision_keys(ckpt.state_dict),
         source=f"{path} ({'streamseg' if meta_arch else 'torchvision'} format)",
         class_names=tuple(names) if names else None,
+        style=recorded_style(ckpt.meta),
     )
+
+
+def recorded_style(meta: Mapping[str, Any]) -> str | None:
+    """The style a streamseg checkpoint's meta records (``None`` for other files).
+
+    Checkpoints written before styles existed are torchvision-style.
+    """
+    if "arch" not in meta:
+        return None
+    options = meta.get("model_options") or {}
+    return str(options.get("style") or "torchvision")
+
+
+def weights_style(path: str | Path) -> str | None:
+    """The style weights at ``path`` fix, without converting them.
+
+    A ``.pkl`` is detectron2's; a streamseg checkpoint says in its meta;
+    anything else, or a file that cannot be read, says nothing (``None``).
+    """
+    path = Path(path)
+    if path.suffix == ".pkl":
+        return "detectron2"
+    try:
+        return recorded_style(read_checkpoint(path).meta)
+    except CheckpointError:
+        return None
 
 
 def upgrade_torchvision_keys(state: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -74,5 +124,11 @@ def load_weights(model: MaskRCNN, loaded: LoadedWeights) -> None:
         for k, v in loaded.state_dict.items()
         if not (k.endswith("num_batches_tracked") and k not in expected)
     }
-    check_state_dict(model, state, source=loaded.source, ignore_missing=("num_batches_tracked",))
+    check_state_dict(
+        model,
+        state,
+        source=loaded.source,
+        ignore_missing=("num_batches_tracked",),
+        key_name=loaded.key_name,
+    )
     model.load_state_dict(state, strict=False)

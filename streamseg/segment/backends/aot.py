@@ -112,6 +112,7 @@ def export_package(
         precision=precision,
         device=device.type,
         channels_last=channels_last,
+        style=getattr(model, "style", None),
         parts=[[p.path, p.kind] for p in chosen],
         torch=torch.__version__,
     )
@@ -267,7 +268,9 @@ class AotBackend(Backend):
         available = dense.dense_parts(model)
         self.info, first = read_package_info(package, _first_part(package, available))
         self.package = str(package)
-        self._check(arch, device, precision, channels_last, available)
+        self._check(
+            arch, device, precision, channels_last, getattr(model, "style", None), available
+        )
         packaged = {path for path, _ in self.info["parts"]}
         self.parts = [p for p in available if p.path in packaged]
         self.runners = {self.parts[0].name: first}
@@ -295,14 +298,18 @@ class AotBackend(Backend):
         device: torch.device,
         precision: str,
         channels_last: bool,
+        style: str | None,
         available: list[dense.DensePart],
     ) -> None:
-        info = self.info
+        info = dict(self.info)
+        # Mask R-CNN packages written before styles existed are torchvision-style.
+        info.setdefault("style", None if style is None else "torchvision")
         expected = {
             "arch": arch,
             "device": device.type,
             "precision": precision,
             "channels_last": channels_last,
+            "style": style,  # the backbone's stride placement is compiled in
         }
         wrong = [
             f"{k}: package {info.get(k)!r}, model {v!r}"
