@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,11 @@ log = logging.getLogger("streamseg.train")
 
 
 class MetricsLog:
-    """Appends JSON lines to ``path`` (one object per line, flushed at once)."""
+    """Appends JSON lines to ``path`` (one object per line, flushed at once).
+
+    Non-finite numbers (the gradient norm of an fp16 step the gradient scaler
+    skipped) are written as ``null``: NaN and Infinity are not JSON.
+    """
 
     def __init__(self, path: Path, *, truncate_after: int | None = None) -> None:
         self.path = path
@@ -41,8 +46,20 @@ class MetricsLog:
             path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(_finite(record), sort_keys=True, allow_nan=False)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, sort_keys=True) + "\n")
+            fh.write(line + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN / infinite float replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class MetricsHook(HookBase):

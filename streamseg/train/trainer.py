@@ -24,6 +24,7 @@ import contextlib
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -173,7 +174,12 @@ class Trainer:
                 sums[name] = sums.get(name, 0.0) + value / self.accumulation
         grad_norm = self._optimizer_step()
         lr = float(self.optimizer.param_groups[0]["lr"])
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            # An fp16 step the gradient scaler skipped makes torch warn that the
+            # schedule ran ahead of the optimiser; here the LR is a function of
+            # the iteration, so the schedule must advance anyway.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            self.scheduler.step()
         metrics = all_reduce_mean(sums, self.dist)
         metrics["loss"] = sum(v for k, v in metrics.items() if k.startswith("loss_"))
         metrics.update(lr=lr, step_time=time.perf_counter() - t0, data_time=data_time)
