@@ -71,16 +71,32 @@ class TrainingView:
 
 
 def oom_hint(cfg: TrainConfig) -> str:
-    """What to turn when the GPU runs out of memory, with current values."""
+    """Every config knob that sets how much memory training needs, with its value."""
     s, d, m = cfg.solver, cfg.data, cfg.model
+    default = "the model's"
+    min_size = list(d.min_size) if d.min_size else default
+    roi = m.roi_samples_per_image if m.roi_samples_per_image is not None else default
+    precision = (
+        "bf16 (or fp16 on a GPU) about halves activation memory"
+        if s.precision == "fp32"
+        else "already reduced"
+    )
     return (
-        "Out of GPU memory. Turn these knobs in the training config:\n"
-        f"  solver.batch_size: {s.batch_size} -> lower it, and raise solver.accumulation "
-        f"({s.accumulation}) to keep the effective batch;\n"
-        f"  data.min_size / data.max_size: {d.min_size} / {d.max_size} -> smaller images;\n"
-        f"  model.roi_samples_per_image: {m.roi_samples_per_image} -> fewer RoIs per image;\n"
-        f"  solver.precision: {s.precision} -> bf16 (or fp16) halves activation memory;\n"
-        "  model.freeze_backbone_stages: freeze more stages to drop their gradients."
+        "The training config's memory knobs (current values; change them in the file "
+        "or with --set):\n"
+        f"  solver.batch_size: {s.batch_size} -> fewer images per micro-batch;\n"
+        f"  solver.accumulation: {s.accumulation} -> raise it as batch_size goes down, "
+        f"to keep the effective batch ({s.batch_size * s.accumulation} images per process);\n"
+        f"  data.min_size: {min_size}, data.max_size: {d.max_size or default} "
+        "-> smaller training images;\n"
+        f"  model.roi_samples_per_image: {roi} -> fewer RoIs through the box and mask heads;\n"
+        f"  solver.precision: {s.precision} -> {precision};\n"
+        f"  model.freeze_backbone_stages: {m.freeze_backbone_stages} -> freeze more stages: "
+        "no gradients or optimiser state for them;\n"
+        f"  data.workers: {d.workers} -> fewer data-loader processes, each holding "
+        "prefetched batches in host memory;\n"
+        f"  eval.batch_size: {cfg.eval.batch_size} -> fewer images per forward pass "
+        "when evaluating."
     )
 
 

@@ -35,7 +35,7 @@ from streamseg.train.distributed import DistInfo, all_reduce_mean
 from streamseg.train.evaluate import autocast
 from streamseg.train.sampler import mix_seed
 
-__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError"]
+__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError", "is_out_of_memory"]
 
 log = logging.getLogger("streamseg.train")
 
@@ -79,7 +79,8 @@ class Trainer:
         clip_grad_norm: clip the global gradient norm, or ``None``.
         dist: the process group; losses are averaged over it for logging.
         images_per_iter: images of one iteration over all processes.
-        oom_hint: appended to the error when memory runs out.
+        oom_hint: appended to the error when memory runs out (on the GPU or,
+            for the CPU allocator and data loading, on the host).
     """
 
     def __init__(
@@ -143,9 +144,11 @@ class Trainer:
                 self.run_step()
                 self.iter += 1
                 self._call("after_step")
-        except torch.OutOfMemoryError as exc:
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
             raise TrainingError(
-                f"out of memory at iteration {self.iter}: {exc}\n{self.oom_hint}"
+                f"out of memory at iteration {self.iter}: {_oom_detail(exc)}\n{self.oom_hint}"
             ) from None
         self.stopped = self.iter < self.max_iter
         self._call("after_train")
@@ -218,6 +221,27 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
+
+
+# How the CPU allocator words a failed allocation (torch raises a plain
+# RuntimeError there; CUDA's caching allocator raises torch.OutOfMemoryError).
+_CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed memory allocation, on a GPU or on the host."""
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _CPU_OOM)
+
+
+def _oom_detail(exc: BaseException) -> str:
+    """The line of ``exc``'s message that says what could not be allocated."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if any(m in line for m in _CPU_OOM):
+            return line  # also inside a data-loader worker's re-raised traceback
+    return lines[0] if lines else type(exc).__name__
 
 
 def _loss_name(key: str) -> str:
