@@ -352,6 +352,7 @@ def _resume(
     saved_schedule = dict(state["scheduler"])
     saved_schedule["lr_lambdas"] = [None] * len(saved_schedule.get("lr_lambdas", [None]))
     scheduler.load_state_dict(saved_schedule)
+    _reapply_schedule(optimizer, scheduler, cfg.solver.lr)
     scaler.load_state_dict(state["scaler"])
     restore_rng(state["rng"])
     data = state["data"]
@@ -366,6 +367,20 @@ def _resume(
         )
     log.info("resumed from %s at iteration %d (epoch %d)", path, state["iteration"], data["epoch"])
     return int(state["iteration"]), dict(state.get("hooks", {}))
+
+
+def _reapply_schedule(optimizer: Any, scheduler: Any, lr: float) -> None:
+    """Set each group's LR from the config's schedule at the restored position.
+
+    The optimiser state holds the LR the saved run's schedule chose for the
+    next step; with a changed ``solver.iterations`` (or ``solver.lr``, or
+    warm-up) that value belongs to the old schedule. Unchanged, this computes
+    exactly the saved value.
+    """
+    scheduler.base_lrs = [lr] * len(optimizer.param_groups)
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
+        group["initial_lr"] = lr
+        group["lr"] = lr * factor(scheduler.last_epoch)
 
 
 def _data(
