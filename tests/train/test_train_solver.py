@@ -1,4 +1,4 @@
-"""The optimiser as the loop runs it: learning rates (also after --resume)."""
+"""The optimiser as the loop runs it: learning rates (also after --resume), clipping."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+from streamseg.models import build_model
+from streamseg.models.checkpoint import save_checkpoint
 from streamseg.train.config import TrainConfig
 from streamseg.train.engine import run_training
 from streamseg.train.trainer import HookBase
-from tests.support.training import tiny_config
+from tests.support.training import tiny_config, weights
+
+NAMES = ("__background__", "disc", "square", "triangle", "star")
+OPTIONS = {"min_size": 64, "max_size": 96}
 
 
 def expected_lr(cfg: TrainConfig, iteration: int) -> float:
@@ -100,3 +106,33 @@ def test_a_resume_with_a_new_length_and_lr_reshapes_the_schedule_from_there(
         assert lrs[iteration] == pytest.approx(expected_lr(cfg, iteration - 1), rel=1e-12)
     for iteration in range(5, 11):  # after it the new one, from the first resumed step on
         assert lrs[iteration] == pytest.approx(expected_lr(longer, iteration - 1), rel=1e-12)
+
+
+def test_gradients_are_clipped_to_clip_grad_norm(tmp_path: Path) -> None:
+    torch.manual_seed(2)
+    model = build_model("maskrcnn_small", class_names=NAMES, **OPTIONS)
+    start = tmp_path / "start.pth"
+    save_checkpoint(start, model.state_dict(), arch="maskrcnn_small", class_names=list(NAMES))
+    clip, lr = 0.01, 1.0
+    # Plain SGD (no momentum, no decay, constant LR): one step moves the weights
+    # by lr * the clipped gradient, whose norm is exactly clip_grad_norm.
+    cfg = tiny_config(
+        tmp_path,
+        model__weights=str(start),
+        solver__iterations=1,
+        solver__optimizer="sgd",
+        solver__momentum=0.0,
+        solver__weight_decay=0.0,
+        solver__lr=lr,
+        solver__schedule="constant",
+        solver__warmup_iters=0,
+        solver__clip_grad_norm=clip,
+    )
+    run_training(cfg, install_signals=False)
+    grad_norm = _logged(Path(cfg.output.dir), "grad_norm")[1]
+    assert grad_norm > 100 * clip  # the raw gradient is far larger: clipping had work to do
+    before, after = weights(start), weights(Path(cfg.output.dir) / "model_final.pth")
+    moved = math.sqrt(
+        sum(float((after[k].double() - before[k].double()).square().sum()) for k in before)
+    )
+    assert moved == pytest.approx(lr * clip, rel=1e-3)
