@@ -57,6 +57,9 @@ class HookBase:
     def before_step(self) -> None: ...
     def after_step(self) -> None: ...
 
+    def close(self) -> None:
+        """Release what ``before_train`` took; called last, also when training fails."""
+
     def state_dict(self) -> dict[str, Any]:
         """Plain data saved in resumable checkpoints."""
         return {}
@@ -137,7 +140,15 @@ class Trainer:
     def train(self) -> None:
         """Run to ``max_iter`` or until a stop is requested."""
         log.info("training iterations %d..%d", self.start_iter, self.max_iter)
-        self._call("before_train")
+        try:
+            self._call("before_train")
+            self._loop()
+            self.stopped = self.iter < self.max_iter
+            self._call("after_train")
+        finally:
+            self._call("close")
+
+    def _loop(self) -> None:
         try:
             while self.iter < self.max_iter and not self._stop_requested:
                 self._call("before_step")
@@ -150,8 +161,6 @@ class Trainer:
             raise TrainingError(
                 f"out of memory at iteration {self.iter}: {_oom_detail(exc)}\n{self.oom_hint}"
             ) from None
-        self.stopped = self.iter < self.max_iter
-        self._call("after_train")
 
     def _call(self, name: str) -> None:
         for hook in self.hooks:

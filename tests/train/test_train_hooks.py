@@ -1,11 +1,21 @@
-"""The trainer's hooks in real runs: periodic evaluation keeping ``best.pth``."""
+"""The trainer's hooks in real runs: periodic evaluation keeping ``best.pth``, progress bar."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from streamseg.models.checkpoint import read_checkpoint
@@ -16,7 +26,10 @@ from streamseg.train.engine import run_training
 from streamseg.train.evaluate import evaluate_model
 from streamseg.train.modeling import load_trained_model
 from streamseg.train.trainer import HookBase
-from tests.support.training import SCENE, tiny_config, weights
+from tests.support.servers import cli_env
+from tests.support.training import SCENE, tiny_config, tiny_yaml, weights
+
+REPO = Path(__file__).resolve().parents[2]
 
 OPTIONS = "min_size: 64, max_size: 96, rpn_post_nms_top_n_train: 200"
 VAL = f'[{{synthetic: "{SCENE}", frames: 2}}]'
@@ -107,3 +120,83 @@ def test_the_best_so_far_survives_a_resume(tmp_path: Path) -> None:
     wa = weights(Path(straight.output.dir) / "best.pth")
     wb = weights(Path(broken.output.dir) / "best.pth")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _screen(output: str) -> list[str]:
+    """The lines a terminal shows for ``output``: ``\\r`` returns to the first
+    column and later characters overwrite earlier ones."""
+    lines: list[str] = []
+    row: list[str] = []
+    col = 0
+    for ch in output.replace("\r\n", "\n"):
+        if ch == "\n":
+            lines.append("".join(row).rstrip())
+            row, col = [], 0
+        elif ch == "\r":
+            col = 0
+        else:
+            row[col : col + 1] = [ch]
+            col += 1
+    if row:
+        lines.append("".join(row).rstrip())
+    return lines
+
+
+def _run_on(tmp_path: Path, stderr_is_terminal: bool) -> tuple[int, str]:
+    """``streamseg train`` (progress: true) with stderr on a pseudo-terminal or
+    a pipe; returns the exit code and everything written to stderr."""
+    path = tmp_path / "bar.yaml"
+    path.write_text(tiny_yaml(tmp_path / "run").replace("progress: false", "progress: true"))
+    args = [sys.executable, "-m", "streamseg", "train", str(path), "--threads", "1"]
+    if not stderr_is_terminal:
+        proc = subprocess.run(
+            args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
+        )
+        return proc.returncode, proc.stderr
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    child = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 300)
+            if not ready:
+                child.kill()
+                break
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+    return child.wait(timeout=60), b"".join(chunks).decode()
+
+
+LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d [\d:,]+ streamseg\.train INFO: iter (\d+)/6 loss [\d.]+ lr "
+)
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_progress_bar_and_log_lines_share_stderr(tmp_path: Path, terminal: bool) -> None:
+    code, output = _run_on(tmp_path, terminal)
+    assert code == 0, output
+    screen = _screen(output)
+    # Every log line stands on its own line of the screen, from its first
+    # column: none is glued to the bar.
+    logged = [line for line in screen if " iter " in line]
+    matches = [LOG_LINE.match(line) for line in logged]
+    assert all(matches), logged
+    assert [int(m.group(1)) for m in matches if m] == [1, 2, 3, 4, 5, 6]
+    bars = [line for line in screen if "it/s" in line]
+    if terminal:
+        # The bar, finished, with loss and throughput, is left as the last line.
+        assert bars and bars == screen[-1:]
+        assert re.search(r"100%\|.*\| 6/6 \[.*it/s, img_s=[\d.]+, loss=[\d.]+\]$", bars[0])
+    else:
+        # Not a terminal: no bar (and no carriage returns), log lines only.
+        assert not bars and "\r" not in output
