@@ -353,7 +353,8 @@ def _resume(
     saved_schedule["lr_lambdas"] = [None] * len(saved_schedule.get("lr_lambdas", [None]))
     scheduler.load_state_dict(saved_schedule)
     _reapply_schedule(optimizer, scheduler, cfg.solver.lr)
-    scaler.load_state_dict(state["scaler"])
+    if state["scaler"]:  # empty when the run was not fp16: a new scaler starts
+        scaler.load_state_dict(state["scaler"])
     restore_rng(state["rng"])
     data = state["data"]
     effective = (info.world_size, cfg.solver.accumulation, cfg.solver.batch_size)

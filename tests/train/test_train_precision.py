@@ -75,6 +75,16 @@ def test_fp16_with_a_gradient_scaler_on_the_cpu(tmp_path: Path) -> None:
     assert _float_dtypes(weights(out / "model_final.pth")) == {torch.float32}
 
 
+def test_a_bf16_run_resumes_in_fp16(tmp_path: Path) -> None:
+    # A bf16 run's checkpoint has no gradient-scaler state; fp16 starts a new scaler.
+    cfg = tiny_config(tmp_path, solver__iterations=2, solver__precision="bf16")
+    run_training(cfg, install_signals=False)
+    more = tiny_config(tmp_path, solver__iterations=3, solver__precision="fp16")
+    assert run_training(more, resume=True, install_signals=False).iteration == 3
+    _, _, state = read_training_state(Path(more.output.dir) / "last.pth")
+    assert state["scaler"]["scale"] in (65536.0, 32768.0)  # fresh, maybe halved once
+
+
 def _precision_flags() -> tuple[str, str]:
     return (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
 
