@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
 
@@ -31,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="keep instances tracked over at least K sampled frames (1: off)",
+    )
+    parser.add_argument(
+        "--tracking",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tracker setting for --min-track-frames (a pipeline.yaml tracking: field), "
+        "e.g. --tracking match_iou=0.1 (repeatable; see docs/training.md)",
     )
     parser.add_argument("--classes", default="", help="comma-separated teacher classes to keep")
     parser.add_argument("--device", default="cpu")
@@ -54,9 +63,28 @@ def _videos(inputs: list[str]) -> list[Path]:
     return out
 
 
+def _tracking(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> settings (values parsed as YAML: numbers, booleans)."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--tracking {item!r} must look like field=value")
+        try:
+            out[key.strip()] = YAML(typ="safe").load(io.StringIO(raw))
+        except YAMLError as exc:
+            raise UsageError(f"--tracking {item!r}: the value is not valid YAML ({exc})") from None
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.train.label import LabelOptions, label_videos
+    from streamseg.train.label import LabelOptions, label_tracking, label_videos
     from streamseg.train.modeling import load_trained_model
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -70,12 +98,17 @@ def run(args: argparse.Namespace) -> int:
         every=args.every,
         fps=args.fps,
         min_track_frames=args.min_track_frames,
+        tracking=_tracking(args.tracking),
         classes=tuple(c.strip() for c in args.classes.split(",") if c.strip()),
         batch_size=args.batch_size,
         device=args.device,
         precision=args.precision,
         max_frames=args.max_frames,
     )
+    try:
+        label_tracking(options)  # a bad --tracking is reported before the teacher loads
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         model, class_names = load_trained_model(
             args.weights, arch=args.arch, score_threshold=args.score_threshold

@@ -76,16 +76,32 @@ class TrainingView:
 
 
 def oom_hint(cfg: TrainConfig) -> str:
-    """What to turn when the GPU runs out of memory, with current values."""
+    """Every config knob that sets how much memory training needs, with its value."""
     s, d, m = cfg.solver, cfg.data, cfg.model
+    default = "the model's"
+    min_size = list(d.min_size) if d.min_size else default
+    roi = m.roi_samples_per_image if m.roi_samples_per_image is not None else default
+    precision = (
+        "bf16 (or fp16 on a GPU) about halves activation memory"
+        if s.precision == "fp32"
+        else "already reduced"
+    )
     return (
-        "Out of GPU memory. Turn these knobs in the training config:\n"
-        f"  solver.batch_size: {s.batch_size} -> lower it, and raise solver.accumulation "
-        f"({s.accumulation}) to keep the effective batch;\n"
-        f"  data.min_size / data.max_size: {d.min_size} / {d.max_size} -> smaller images;\n"
-        f"  model.roi_samples_per_image: {m.roi_samples_per_image} -> fewer RoIs per image;\n"
-        f"  solver.precision: {s.precision} -> bf16 (or fp16) halves activation memory;\n"
-        "  model.freeze_backbone_stages: freeze more stages to drop their gradients."
+        "The training config's memory knobs (current values; change them in the file "
+        "or with --set):\n"
+        f"  solver.batch_size: {s.batch_size} -> fewer images per micro-batch;\n"
+        f"  solver.accumulation: {s.accumulation} -> raise it as batch_size goes down, "
+        f"to keep the effective batch ({s.batch_size * s.accumulation} images per process);\n"
+        f"  data.min_size: {min_size}, data.max_size: {d.max_size or default} "
+        "-> smaller training images;\n"
+        f"  model.roi_samples_per_image: {roi} -> fewer RoIs through the box and mask heads;\n"
+        f"  solver.precision: {s.precision} -> {precision};\n"
+        f"  model.freeze_backbone_stages: {m.freeze_backbone_stages} -> freeze more stages: "
+        "no gradients or optimiser state for them;\n"
+        f"  data.workers: {d.workers} -> fewer data-loader processes, each holding "
+        "prefetched batches in host memory;\n"
+        f"  eval.batch_size: {cfg.eval.batch_size} -> fewer images per forward pass "
+        "when evaluating."
     )
 
 
@@ -342,7 +358,9 @@ def _resume(
     saved_schedule = dict(state["scheduler"])
     saved_schedule["lr_lambdas"] = [None] * len(saved_schedule.get("lr_lambdas", [None]))
     scheduler.load_state_dict(saved_schedule)
-    scaler.load_state_dict(state["scaler"])
+    _reapply_schedule(optimizer, scheduler, cfg.solver.lr)
+    if state["scaler"]:  # empty when the run was not fp16: a new scaler starts
+        scaler.load_state_dict(state["scaler"])
     restore_rng(state["rng"])
     data = state["data"]
     effective = (info.world_size, cfg.solver.accumulation, cfg.solver.batch_size)
@@ -356,6 +374,20 @@ def _resume(
         )
     log.info("resumed from %s at iteration %d (epoch %d)", path, state["iteration"], data["epoch"])
     return int(state["iteration"]), dict(state.get("hooks", {}))
+
+
+def _reapply_schedule(optimizer: Any, scheduler: Any, lr: float) -> None:
+    """Set each group's LR from the config's schedule at the restored position.
+
+    The optimiser state holds the LR the saved run's schedule chose for the
+    next step; with a changed ``solver.iterations`` (or ``solver.lr``, or
+    warm-up) that value belongs to the old schedule. Unchanged, this computes
+    exactly the saved value.
+    """
+    scheduler.base_lrs = [lr] * len(optimizer.param_groups)
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
+        group["initial_lr"] = lr
+        group["lr"] = lr * factor(scheduler.last_epoch)
 
 
 def _data(

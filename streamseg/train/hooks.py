@@ -5,8 +5,10 @@ Only rank 0 writes files; evaluation runs on rank 0 while the others wait.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +28,11 @@ log = logging.getLogger("streamseg.train")
 
 
 class MetricsLog:
-    """Appends JSON lines to ``path`` (one object per line, flushed at once)."""
+    """Appends JSON lines to ``path`` (one object per line, flushed at once).
+
+    Non-finite numbers (the gradient norm of an fp16 step the gradient scaler
+    skipped) are written as ``null``: NaN and Infinity are not JSON.
+    """
 
     def __init__(self, path: Path, *, truncate_after: int | None = None) -> None:
         self.path = path
@@ -41,12 +47,28 @@ class MetricsLog:
             path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(_finite(record), sort_keys=True, allow_nan=False)
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, sort_keys=True) + "\n")
+            fh.write(line + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN / infinite float replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class MetricsHook(HookBase):
     """Every ``period`` iterations: one JSON line, a log line; a tqdm bar throughout.
+
+    The bar is drawn only on a terminal (on stderr); while it is, log lines
+    to the console are written through tqdm so that they do not land inside
+    the bar's line.
 
     JSON line fields: ``iteration`` (completed), ``epoch``, ``loss`` and each
     ``loss_*`` (averaged over the period's last iteration's micro-batches and
@@ -67,17 +89,29 @@ class MetricsHook(HookBase):
         self.epoch_of = epoch_of
         self.progress = progress
         self._bar: Any = None
+        self._open = contextlib.ExitStack()
         self._window_start = time.perf_counter()
         self._window_iters = 0
 
     def before_train(self) -> None:
         if self.progress and self.metrics_log is not None:
             from tqdm import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
 
             t = self.trainer
-            self._bar = tqdm(
-                total=t.max_iter, initial=t.start_iter, unit="it", dynamic_ncols=True, disable=None
+            # disable=None: no bar when stderr is not a terminal (files, CI
+            # logs), where the log lines say the same every log_period.
+            self._bar = self._open.enter_context(
+                tqdm(
+                    total=t.max_iter,
+                    initial=t.start_iter,
+                    unit="it",
+                    dynamic_ncols=True,
+                    disable=None,
+                )
             )
+            if not self._bar.disable:
+                self._open.enter_context(logging_redirect_tqdm())
         self._window_start = time.perf_counter()
 
     def after_step(self) -> None:
@@ -109,9 +143,9 @@ class MetricsHook(HookBase):
                 ips,
             )
 
-    def after_train(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+    def close(self) -> None:
+        self._open.close()
+        self._bar = None
 
 
 class EvalHook(HookBase):

@@ -6,6 +6,14 @@ and (optionally) only instances the tracker follows over at least K of the
 sampled frames, which drops one-frame flickers. Frames are written as PNG
 (lossless) next to one COCO instance JSON with compressed-RLE masks, which
 ``streamseg train`` reads like any human-made COCO file.
+
+The tracker is the service's (``streamseg.track``) with settings of its own
+(:func:`label_tracking`): every instance the score threshold keeps may start
+or extend a track, and a track counts every frame it was matched in, its
+first included. The service's defaults would not do here: their thresholds
+(0.5 to extend, 0.6 to start a track) ignore instances a lower
+``--score-threshold`` keeps, and a new track is given its id only once
+confirmed, one frame late.
 """
 
 from __future__ import annotations
@@ -14,18 +22,27 @@ import dataclasses
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from streamseg.config.tracking import TrackingConfig
 from streamseg.train.evaluate import predict
 from streamseg.train.images import write_png
 from streamseg.types import Frame, FrameResult, Instances
 
-__all__ = ["LabelOptions", "LabelResult", "label_videos", "sample_frames"]
+__all__ = [
+    "LabelOptions",
+    "LabelResult",
+    "LabelTracker",
+    "confirmed",
+    "label_tracking",
+    "label_videos",
+    "sample_frames",
+]
 
 log = logging.getLogger("streamseg.label")
 
@@ -40,6 +57,8 @@ class LabelOptions:
         fps: keep this many frames per second of stream time instead.
         min_track_frames: keep an instance only if its track is matched in
             at least this many sampled frames (1: no tracking).
+        tracking: ``tracking:`` settings (``TrackingConfig`` fields) that
+            replace the labelling defaults of :func:`label_tracking`.
         classes: keep only these teacher classes (empty: all).
         batch_size: frames per teacher forward pass.
         device / precision: where and how the teacher runs.
@@ -50,6 +69,7 @@ class LabelOptions:
     every: int = 1
     fps: float | None = None
     min_track_frames: int = 1
+    tracking: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     classes: tuple[str, ...] = ()
     batch_size: int = 2
     device: str = "cpu"
@@ -99,26 +119,89 @@ def _masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     return [dict(r) for r in masks_to_rle(masks.cpu())]
 
 
-class _Tracker:
-    """streamseg's tracker over the sampled frames of one video."""
+# Settings the confirmation rule depends on: the tracker must run, and give
+# a new track its id from its first frame.
+_FIXED_TRACKING = {"enabled": True, "publish_tentative": True}
 
-    def __init__(self, class_names: Sequence[str]) -> None:
+
+def label_tracking(options: LabelOptions) -> TrackingConfig:
+    """The tracker settings of ``streamseg label``: the service's, except
+
+    * ``high_score`` = ``low_score`` = ``new_track_score`` = the score
+      threshold: every instance kept may extend or start a track;
+    * ``confirm_hits: 1`` and ``publish_tentative``: a track has its id from
+      its first frame; confirmation is ``min_track_frames``, counted after;
+    * ``max_lost_frames: 2`` (and no limit in seconds): a track survives two
+      sampled frames without a match, whatever the sampling stride;
+
+    then ``options.tracking`` on top. Raising ``high_score`` alone also raises
+    ``new_track_score`` (tracks start on sure instances, weaker ones extend
+    them). ``enabled`` and ``publish_tentative`` cannot be changed.
+
+    Raises:
+        ValueError: an unknown field, a bad value, or a fixed setting.
+    """
+    fixed = sorted(k for k in options.tracking if k in _FIXED_TRACKING)
+    if fixed:
+        raise ValueError(
+            f"tracking setting {', '.join(fixed)} cannot be changed for labelling "
+            "(--min-track-frames 1 turns tracking off)"
+        )
+    threshold = options.score_threshold
+    values: dict[str, Any] = {
+        "high_score": threshold,
+        "low_score": threshold,
+        "new_track_score": threshold,
+        "confirm_hits": 1,
+        "max_lost_seconds": 3600.0,
+        "max_lost_frames": 2,
+        **options.tracking,
+        **_FIXED_TRACKING,
+    }
+    if "new_track_score" not in options.tracking:
+        values["new_track_score"] = max(threshold, float(values["high_score"]))
+    if "low_score" not in options.tracking:
+        values["low_score"] = min(threshold, float(values["high_score"]))
+    try:
+        return TrackingConfig.model_validate(values)
+    except Exception as exc:  # pydantic's ValidationError, said in one line
+        raise ValueError(f"tracking settings {dict(options.tracking)}: {exc}") from None
+
+
+class LabelTracker:
+    """The service's tracker over the sampled frames of one video.
+
+    ``tracker(seq, pts, instances)`` returns the track id of each instance
+    (int64, ``-1`` for none), for frames in order; ``pts`` in seconds.
+    """
+
+    def __init__(self, class_names: Sequence[str], settings: TrackingConfig) -> None:
         from streamseg.config.alerts import AlertsConfig
-        from streamseg.config.tracking import TrackingConfig
         from streamseg.track.stage import build_tracking_stage
 
-        self.stage = build_tracking_stage(
-            TrackingConfig(), AlertsConfig(enabled=False), class_names
-        )
+        self.stage = build_tracking_stage(settings, AlertsConfig(enabled=False), class_names)
 
-    def __call__(self, seq: int, pts: float, image: Tensor, inst: Instances) -> Tensor:
-        frame = Frame(camera_id="label", seq=seq, pts=pts, capture_time=pts, image=image)
-        result, _events = self.stage.process(FrameResult(frame.without_image(), inst))
+    def __call__(self, seq: int, pts: float, inst: Instances) -> Tensor:
+        frame = Frame(camera_id="label", seq=seq, pts=pts, capture_time=pts, image=_NO_PIXELS)
+        result, _events = self.stage.process(FrameResult(frame, inst))
         ids = result.instances.track_ids
         return ids if ids is not None else torch.full((len(inst),), -1, dtype=torch.int64)
 
     def close(self) -> None:
         self.stage.close()
+
+
+_NO_PIXELS = torch.zeros((0, 0, 3), dtype=torch.uint8)  # the tracker needs no pixels
+
+
+def confirmed(track_ids: Sequence[Tensor], min_frames: int) -> list[Tensor]:
+    """Per frame, ``bool (N,)``: the instances whose track has an instance in
+    at least ``min_frames`` of the frames (``-1``: no track, never kept)."""
+    hits = Counter(int(i) for ids in track_ids for i in ids.unique() if int(i) >= 0)
+    return [
+        torch.tensor([int(i) >= 0 and hits[int(i)] >= min_frames for i in ids], dtype=torch.bool)
+        for ids in track_ids
+    ]
 
 
 def label_videos(
@@ -184,7 +267,8 @@ def _label_one(
     first_id: int,
     stats: Counter[str],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    tracker = _Tracker(class_names) if options.min_track_frames > 1 else None
+    tracking = options.min_track_frames > 1
+    tracker = LabelTracker(class_names, label_tracking(options)) if tracking else None
     frames: dict[int, tuple[int, float, Tensor]] = {}
 
     def pairs() -> Iterator[tuple[int, Tensor]]:
@@ -197,7 +281,8 @@ def _label_one(
             yield n, image
 
     images: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []  # annotations (RLE masks) with their track id
+    pending: list[list[dict[str, Any]]] = []  # per frame: annotations (RLE masks)
+    frame_ids: list[Tensor] = []  # per frame: their track ids
     for n, inst in predict(
         model,
         pairs(),
@@ -213,7 +298,7 @@ def _label_one(
         inst = inst[
             torch.tensor([int(lab) in category_of for lab in inst.labels], dtype=torch.bool)
         ]
-        ids = tracker(n, t, image, inst) if tracker else torch.full((len(inst),), -1)
+        ids = tracker(n, t, inst) if tracker else torch.full((len(inst),), -1, dtype=torch.int64)
         image_id = first_id + len(images)
         name = f"images/{video.stem}_{index:06d}.png"
         write_png(out_dir / name, image)
@@ -228,14 +313,16 @@ def _label_one(
                 "pts": round(t, 6),
             }
         )
-        pending += _annotations(image_id, inst, category_of, ids)
+        pending.append(_annotations(image_id, inst, category_of, ids))
+        frame_ids.append(ids)
     if tracker is None:
-        annotations = pending
+        annotations = [a for anns in pending for a in anns]
     else:
         tracker.close()
-        hits = Counter(a["track_id"] for a in pending if a["track_id"] >= 0)
-        annotations = [a for a in pending if hits.get(a["track_id"], 0) >= options.min_track_frames]
-        stats["unconfirmed"] += len(pending) - len(annotations)
+        annotations = []
+        for anns, ok in zip(pending, confirmed(frame_ids, options.min_track_frames), strict=True):
+            annotations += [a for a, keep in zip(anns, ok.tolist(), strict=True) if keep]
+        stats["unconfirmed"] += sum(len(anns) for anns in pending) - len(annotations)
     log.info("%s: %d frames, %d instances", video, len(images), len(annotations))
     return images, annotations
 

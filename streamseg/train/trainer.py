@@ -24,6 +24,7 @@ import contextlib
 import logging
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ from streamseg.train.distributed import DistInfo, all_reduce_mean
 from streamseg.train.evaluate import autocast
 from streamseg.train.sampler import mix_seed
 
-__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError"]
+__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError", "is_out_of_memory"]
 
 log = logging.getLogger("streamseg.train")
 
@@ -55,6 +56,9 @@ class HookBase:
     def after_train(self) -> None: ...
     def before_step(self) -> None: ...
     def after_step(self) -> None: ...
+
+    def close(self) -> None:
+        """Release what ``before_train`` took; called last, also when training fails."""
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data saved in resumable checkpoints."""
@@ -78,7 +82,8 @@ class Trainer:
         clip_grad_norm: clip the global gradient norm, or ``None``.
         dist: the process group; losses are averaged over it for logging.
         images_per_iter: images of one iteration over all processes.
-        oom_hint: appended to the error when memory runs out.
+        oom_hint: appended to the error when memory runs out (on the GPU or,
+            for the CPU allocator and data loading, on the host).
     """
 
     def __init__(
@@ -135,19 +140,27 @@ class Trainer:
     def train(self) -> None:
         """Run to ``max_iter`` or until a stop is requested."""
         log.info("training iterations %d..%d", self.start_iter, self.max_iter)
-        self._call("before_train")
+        try:
+            self._call("before_train")
+            self._loop()
+            self.stopped = self.iter < self.max_iter
+            self._call("after_train")
+        finally:
+            self._call("close")
+
+    def _loop(self) -> None:
         try:
             while self.iter < self.max_iter and not self._stop_requested:
                 self._call("before_step")
                 self.run_step()
                 self.iter += 1
                 self._call("after_step")
-        except torch.OutOfMemoryError as exc:
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
             raise TrainingError(
-                f"out of memory at iteration {self.iter}: {exc}\n{self.oom_hint}"
+                f"out of memory at iteration {self.iter}: {_oom_detail(exc)}\n{self.oom_hint}"
             ) from None
-        self.stopped = self.iter < self.max_iter
-        self._call("after_train")
 
     def _call(self, name: str) -> None:
         for hook in self.hooks:
@@ -173,7 +186,12 @@ class Trainer:
                 sums[name] = sums.get(name, 0.0) + value / self.accumulation
         grad_norm = self._optimizer_step()
         lr = float(self.optimizer.param_groups[0]["lr"])
-        self.scheduler.step()
+        with warnings.catch_warnings():
+            # An fp16 step the gradient scaler skipped makes torch warn that the
+            # schedule ran ahead of the optimiser; here the LR is a function of
+            # the iteration, so the schedule must advance anyway.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            self.scheduler.step()
         metrics = all_reduce_mean(sums, self.dist)
         metrics["loss"] = sum(v for k, v in metrics.items() if k.startswith("loss_"))
         metrics.update(lr=lr, step_time=time.perf_counter() - t0, data_time=data_time)
@@ -212,6 +230,27 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
+
+
+# How the CPU allocator words a failed allocation (torch raises a plain
+# RuntimeError there; CUDA's caching allocator raises torch.OutOfMemoryError).
+_CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed memory allocation, on a GPU or on the host."""
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _CPU_OOM)
+
+
+def _oom_detail(exc: BaseException) -> str:
+    """The line of ``exc``'s message that says what could not be allocated."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if any(m in line for m in _CPU_OOM):
+            return line  # also inside a data-loader worker's re-raised traceback
+    return lines[0] if lines else type(exc).__name__
 
 
 def _loss_name(key: str) -> str:
