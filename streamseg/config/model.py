@@ -17,6 +17,7 @@ KNOWN_ARCHS = (
     "maskrcnn_small",
     "mask2former_r50",
     "mask2former_swin_t",
+    "mask2former_tiny",
 )
 
 
