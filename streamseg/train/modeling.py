@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from streamseg.config.model import arch_family, class_options
 from streamseg.models import InputSpec
 from streamseg.train.config import ModelConfig, TrainConfig
 from streamseg.train.freeze import freeze_backbone_stages
@@ -28,21 +29,6 @@ def input_spec(model: nn.Module) -> InputSpec:
     return spec
 
 
-def family(arch: str) -> str:
-    return "mask2former" if arch.startswith("mask2former") else "maskrcnn"
-
-
-def class_options(arch: str, class_names: Sequence[str]) -> dict[str, Any]:
-    """``num_classes`` and ``class_names`` (``__background__`` first) for ``arch``.
-
-    Mask R-CNN counts the background in ``num_classes``; Mask2Former does not
-    (its "no object" class is separate).
-    """
-    names = list(class_names)
-    num = len(names) if family(arch) == "maskrcnn" else len(names) - 1
-    return {"num_classes": num, "class_names": tuple(names)}
-
-
 def build_train_model(
     cfg: ModelConfig, class_names: Sequence[str], *, load_weights: bool = True
 ) -> tuple[nn.Module, dict[str, Any]]:
@@ -58,7 +44,7 @@ def build_train_model(
     options: dict[str, Any] = dict(cfg.options)
     options.update(class_options(cfg.arch, class_names))
     if cfg.roi_samples_per_image is not None:
-        options[_ROI_OPTION[family(cfg.arch)]] = cfg.roi_samples_per_image
+        options[_ROI_OPTION[arch_family(cfg.arch)]] = cfg.roi_samples_per_image
     model = build_model(cfg.arch, **options)
     if cfg.weights and load_weights:
         source_options = {
