@@ -53,9 +53,7 @@ def resize_options(
     """
     if min_size is None and max_size is None:
         return {"min_size": min(size), "max_size": max(size)}
-    if (min_size is not None and min_size < 1) or (
-        min_size is not None and max_size is not None and max_size < min_size
-    ):
+    if min_size is not None and (min_size < 1 or (max_size is not None and max_size < min_size)):
         raise UsageError(f"--min-size {min_size} / --max-size {max_size}: need 1 <= min <= max")
     options = {"min_size": min_size, "max_size": max_size}
     return {k: v for k, v in options.items() if v is not None}
