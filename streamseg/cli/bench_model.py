@@ -4,8 +4,16 @@ Example::
 
     streamseg bench model --arch maskrcnn_small --size 360x640 --batch 1 --backend inductor
 
+``--size HxW`` is the input the model runs at: frames are HxW and the
+model's resize is set to ``min_size = min(H, W)``, ``max_size = max(H, W)``,
+so they are not rescaled (only padded to the model's size divisibility;
+``input_size`` in the report). ``--min-size`` / ``--max-size`` set the
+resize instead (one given: the other is the model's own): then ``--size`` is
+a camera's frame size and the model scales it as it would when serving.
+
 Prints one JSON object: ``latency_ms`` (``p50``, ``p90``, ``mean``, ``min``
-per batch), ``fps`` (frames per second over the timed batches),
+per batch), ``cpu_ms`` (CPU time of the process per batch, all threads),
+``fps`` (frames per second over the timed batches),
 ``peak_rss_mb``, ``warmup_s`` (untimed first batches, compilation included),
 ``setup_s`` (building the model and backend), ``detections_per_frame`` and
 the settings. ``--compare eager,inductor,aot`` times several backends in
@@ -22,7 +30,7 @@ from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
 
-__all__ = ["add_arguments", "parse_size", "run"]
+__all__ = ["add_arguments", "parse_size", "resize_options", "run"]
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -36,10 +44,37 @@ def parse_size(text: str) -> tuple[int, int]:
     return (h, w)
 
 
+def resize_options(
+    size: tuple[int, int], min_size: int | None, max_size: int | None
+) -> dict[str, int]:
+    """The model's resize options: those that keep ``size`` as it is, unless one is given.
+
+    Given ones are used as they are and the other stays the model's default.
+    """
+    if min_size is None and max_size is None:
+        return {"min_size": min(size), "max_size": max(size)}
+    if min_size is not None and (min_size < 1 or (max_size is not None and max_size < min_size)):
+        raise UsageError(f"--min-size {min_size} / --max-size {max_size}: need 1 <= min <= max")
+    options = {"min_size": min_size, "max_size": max_size}
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", default="maskrcnn_small", help="model architecture")
     parser.add_argument("--weights", help="checkpoint (default: random weights)")
-    parser.add_argument("--size", default="360x640", help="frame size HEIGHTxWIDTH")
+    parser.add_argument(
+        "--size",
+        default="360x640",
+        help="input size HEIGHTxWIDTH the model runs at (frames of this size, not rescaled)",
+    )
+    parser.add_argument(
+        "--min-size",
+        type=int,
+        help="the model's resize (shorter side) instead of min(H, W); --size is the frame size",
+    )
+    parser.add_argument(
+        "--max-size", type=int, help="the model's resize (longest side cap) instead of max(H, W)"
+    )
     parser.add_argument("--batch", type=int, default=1, help="frames per forward pass")
     parser.add_argument(
         "--backend", default="eager", choices=("eager", "inductor", "aot", "tensorrt")
@@ -74,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--batch and --iters must be >= 1, --warmup >= 0")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = resize_options(size, args.min_size, args.max_size)
     if args.score_threshold is not None:
         options["score_threshold"] = args.score_threshold
     backends = [b.strip() for b in (args.compare or args.backend).split(",") if b.strip()]
@@ -112,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         "channels_last": args.channels_last,
         "batch": args.batch,
         "size": list(size),
+        "min_size": first.input_spec.min_size,
+        "max_size": first.input_spec.max_size,
         "input_size": input_size,
         "iters": args.iters,
         "warmup": args.warmup,

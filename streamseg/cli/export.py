@@ -62,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: the package name must end in .pt2")
     if args.weights and not Path(args.weights).is_file():
         raise UsageError(f"--weights {args.weights} does not exist")
+    from streamseg.config.model import class_options
+
     options: dict[str, Any] = {"score_threshold": 0.0}  # so the example batch reaches every head
-    for name in ("num_classes", "min_size", "max_size"):
+    for name in ("min_size", "max_size"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
+    options.update(class_options(args.arch, num_classes=args.num_classes))
     try:
         device = resolve_device(args.device, "aot")
         model, _ = load_model(args.arch, args.weights, options)

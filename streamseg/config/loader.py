@@ -141,7 +141,7 @@ def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue
     if not isinstance(weights, str) or model.get("missing_weights", "error") == "random":
         return []
     path = resolve_path(weights, base_dir)
-    if path.is_file():
+    if path.exists():  # a file, or a Hugging Face model folder (Mask2Former)
         return []
     return [
         ConfigIssue(

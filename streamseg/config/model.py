@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 
-__all__ = ["KNOWN_ARCHS", "ModelConfig"]
+__all__ = ["KNOWN_ARCHS", "ModelConfig", "arch_family", "class_options"]
 
 # The architectures ``streamseg.models.build_model`` knows (docs/architecture.md).
 KNOWN_ARCHS = (
@@ -17,7 +18,40 @@ KNOWN_ARCHS = (
     "maskrcnn_small",
     "mask2former_r50",
     "mask2former_swin_t",
+    "mask2former_tiny",
 )
+
+
+def arch_family(arch: str) -> str:
+    """``"mask2former"`` or ``"maskrcnn"``: whose conventions ``arch`` follows."""
+    return "mask2former" if arch.startswith("mask2former") else "maskrcnn"
+
+
+def class_options(
+    arch: str, class_names: Sequence[str] | None = None, num_classes: int | None = None
+) -> dict[str, Any]:
+    """``build_model``'s ``num_classes`` / ``class_names`` for ``arch``.
+
+    pipeline.yaml, training checkpoints and the CLI have one convention:
+    ``num_classes`` counts the background, like ``class_names`` (whose first
+    name is ``__background__``). Mask R-CNN's build option counts it too;
+    Mask2Former's does not (its "no object" class is separate), so it gets
+    one less. ``num_classes`` is only used without ``class_names``; neither
+    given: ``{}`` (the model's default classes).
+    """
+    if class_names is not None:
+        names = tuple(class_names)
+        count = len(names)
+    elif num_classes is not None:
+        names, count = None, int(num_classes)
+    else:
+        return {}
+    options: dict[str, Any] = {
+        "num_classes": count if arch_family(arch) == "maskrcnn" else count - 1
+    }
+    if names is not None:
+        options["class_names"] = names
+    return options
 
 
 class ModelConfig(StrictModel):
@@ -101,7 +135,11 @@ class ModelConfig(StrictModel):
         return self
 
     def segmenter_options(self, weights: str | None) -> dict[str, Any]:
-        """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out."""
+        """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out.
+
+        ``num_classes`` / ``class_names`` become the arch's own convention
+        (:func:`class_options`): Mask2Former gets ``num_classes - 1``.
+        """
         opts: dict[str, Any] = {
             "arch": self.arch,
             "weights": weights,
@@ -111,7 +149,6 @@ class ModelConfig(StrictModel):
             "channels_last": self.channels_last,
         }
         for name in (
-            "num_classes",
             "score_threshold",
             "nms_threshold",
             "rpn_nms_threshold",
@@ -122,8 +159,7 @@ class ModelConfig(StrictModel):
             value = getattr(self, name)
             if value is not None:
                 opts[name] = value
-        if self.class_names is not None:
-            opts["class_names"] = tuple(self.class_names)
+        opts.update(class_options(self.arch, self.class_names, self.num_classes))
         if self.backend == "aot":
             opts["aot_package"] = self.aot_package
         return opts

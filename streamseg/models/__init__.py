@@ -61,6 +61,10 @@ ARCHITECTURES: dict[str, str] = {
     "maskrcnn_small": "streamseg.models.maskrcnn.build:maskrcnn_small",
     "mask2former_r50": "streamseg.models.mask2former.build:mask2former_r50",
     "mask2former_swin_t": "streamseg.models.mask2former.build:mask2former_swin_t",
+    # A few-channel Mask2Former for tests and smoke runs of every command
+    # (serve, bench, train, export); like maskrcnn_small it runs in seconds
+    # on a CPU, but unlike it, it is not meant for real use.
+    "mask2former_tiny": "streamseg.models.mask2former.build:mask2former_tiny",
 }
 
 

@@ -125,7 +125,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     """Like :func:`load_state_dict_file`, also returning the ``meta`` mapping."""
     path = Path(path)
     meta: dict[str, Any] = {}
-    if path.suffix != ".pkl" and path.exists():
+    if path.suffix != ".pkl" and path.is_file():
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
         except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile) as exc:
@@ -148,6 +148,8 @@ def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a folder; point `weights` at the file")
     if path.suffix == ".pkl":
         obj = load_pickle_restricted(path)
     else:

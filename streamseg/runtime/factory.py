@@ -77,7 +77,7 @@ def resolve_weights(model: ModelConfig) -> str | None:
     """The checkpoint to load, or ``None`` for random weights (``missing_weights: random``)."""
     if model.weights is None:
         return None
-    if Path(model.weights).is_file():
+    if Path(model.weights).exists():  # a file, or a Hugging Face model folder
         return model.weights
     if model.missing_weights == "random":
         log.warning(

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from streamseg.config.model import arch_family, class_options
 from streamseg.models import InputSpec
 from streamseg.train.config import ModelConfig, TrainConfig
 from streamseg.train.freeze import freeze_backbone_stages
@@ -36,21 +37,6 @@ def input_spec(model: nn.Module) -> InputSpec:
     return spec
 
 
-def family(arch: str) -> str:
-    return "mask2former" if arch.startswith("mask2former") else "maskrcnn"
-
-
-def class_options(arch: str, class_names: Sequence[str]) -> dict[str, Any]:
-    """``num_classes`` and ``class_names`` (``__background__`` first) for ``arch``.
-
-    Mask R-CNN counts the background in ``num_classes``; Mask2Former does not
-    (its "no object" class is separate).
-    """
-    names = list(class_names)
-    num = len(names) if family(arch) == "maskrcnn" else len(names) - 1
-    return {"num_classes": num, "class_names": tuple(names)}
-
-
 def build_train_model(
     cfg: ModelConfig, class_names: Sequence[str], *, load_weights: bool = True
 ) -> tuple[nn.Module, dict[str, Any]]:
@@ -68,7 +54,7 @@ def build_train_model(
         options = {**weights_options(cfg.arch, cfg.weights), **options}
     options.update(class_options(cfg.arch, class_names))
     if cfg.roi_samples_per_image is not None:
-        options[_ROI_OPTION[family(cfg.arch)]] = cfg.roi_samples_per_image
+        options[_ROI_OPTION[arch_family(cfg.arch)]] = cfg.roi_samples_per_image
     model = build_model(cfg.arch, **options)
     style = getattr(model, "style", None)
     if style is not None:
@@ -98,7 +84,7 @@ def weights_options(arch: str, weights: str) -> dict[str, Any]:
     detectron2-style model. Options in the config take precedence, and a
     contradiction is reported when the weights are loaded.
     """
-    if family(arch) != "maskrcnn":
+    if arch_family(arch) != "maskrcnn":
         return {}
     from streamseg.models.maskrcnn.weights import weights_style
 
@@ -122,7 +108,7 @@ def model_meta(
     return {
         "arch": cfg.model.arch,
         "class_names": list(class_names),
-        "num_classes": options["num_classes"],
+        "num_classes": len(class_names),  # with the background, for every family
         "iteration": iteration,
         "metrics": metrics,
         "model_options": plain_options,
@@ -136,9 +122,10 @@ def load_trained_model(
     """Build the model a checkpoint describes and load it strictly (eval mode).
 
     A streamseg checkpoint carries ``arch``, ``class_names`` and the build
-    options in its meta; other files need ``arch`` (and load through the
-    model's own converter). ``overrides`` are further ``build_model``
-    options (e.g. ``score_threshold``).
+    options in its meta; other files and folders (a Hugging Face
+    Mask2Former download) need ``arch`` and load through the model's own
+    converter. ``overrides`` are further ``build_model`` options (e.g.
+    ``score_threshold``); classes given there win over the checkpoint's.
 
     Returns:
         the model and its class names (``__background__`` first).
@@ -149,9 +136,11 @@ def load_trained_model(
     from streamseg.models import build_model
     from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 
-    # A detectron2 .pkl carries no meta: its converter reads it (once).
-    ckpt = None if Path(weights).suffix == ".pkl" else read_checkpoint(weights)
-    meta = ckpt.meta if ckpt is not None else {}
+    # A detectron2 .pkl or a folder (a Hugging Face model download) carries no
+    # streamseg meta: the model's own converter reads it (once).
+    path = Path(weights)
+    ckpt = None if path.suffix == ".pkl" or path.is_dir() else read_checkpoint(weights)
+    meta: dict[str, Any] = ckpt.meta if ckpt is not None else {}
     meta_arch = meta.get("arch")
     if arch is not None and meta_arch is not None and arch != meta_arch:
         raise CheckpointError(f"{weights} holds a {meta_arch!r} model, not {arch!r}")
@@ -161,14 +150,18 @@ def load_trained_model(
     if ckpt is None or meta_arch is None:
         model = build_model(arch, weights=weights, **overrides)
     else:
-        options = dict(meta.get("model_options", {}))
+        options = {
+            k: v
+            for k, v in meta.get("model_options", {}).items()
+            if k not in ("num_classes", "class_names")
+        }
         saved_style = options.get("style")
         if overrides.get("style") not in (None, saved_style or "torchvision"):
             raise CheckpointError(
                 f"{weights} holds a {saved_style or 'torchvision'}-style model, "
                 f"not style={overrides['style']!r}"
             )
-        options.update(class_options(arch, meta["class_names"]))
+        options.update(_checkpoint_classes(arch, meta["class_names"], overrides))
         options.update(overrides)
         model = build_model(arch, **options)
         check_state_dict(model, ckpt.state_dict, source=str(weights))
@@ -176,3 +169,21 @@ def load_trained_model(
     model.eval()
     names = tuple(getattr(model, "class_names", meta.get("class_names", ())))
     return model, names
+
+
+def _checkpoint_classes(
+    arch: str, names: Sequence[str], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The checkpoint's class options, unless ``overrides`` name other classes.
+
+    Then the caller's classes win and the strict key check says whether the
+    weights fit them (e.g. ``class_predictor.weight: checkpoint (3, 256) vs
+    model (5, 256)``), rather than an error about two class lists.
+    """
+    own = class_options(arch, names)
+    if (
+        "class_names" in overrides
+        or overrides.get("num_classes", own["num_classes"]) != own["num_classes"]
+    ):
+        return {}
+    return own

@@ -61,11 +61,19 @@ def validate_tree(tree: Any, model: type[M], *, source: str) -> M:
 
 
 def plain(node: Any) -> Any:
-    """ruamel's commented containers -> plain dicts and lists."""
+    """ruamel's commented containers and scalars -> plain dicts, lists, numbers, strings.
+
+    ruamel's scalars (``ScalarFloat``, ...) must not reach checkpoints: values
+    of ``model.options`` go into their meta, and ``torch.load(weights_only=True)``
+    refuses classes it does not know.
+    """
     if isinstance(node, dict):
         return {str(k): plain(v) for k, v in node.items()}
     if isinstance(node, list):
         return [plain(v) for v in node]
+    for kind in (bool, int, float, str):  # bool first: it is an int
+        if isinstance(node, kind):
+            return kind(node)
     return node
 
 

@@ -58,6 +58,33 @@ def test_logits_match_transformers(pair) -> None:
     )
 
 
+def test_resnet_backbone_logits_match_transformers() -> None:
+    """The ResNet path (R50's bottleneck layout at a few channels, batch norm
+    statistics that are not the identity) against transformers' model."""
+    from streamseg.models.mask2former.build import build_mask2former
+
+    torch.manual_seed(4)
+    hf = Mask2FormerForUniversalSegmentation(hf_config("tiny_r50", num_classes=NUM_CLASSES)).eval()
+    with torch.no_grad():
+        for m in hf.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    ours = build_mask2former("tiny_r50", num_classes=NUM_CLASSES)
+    ours.load_state_dict(hf.state_dict())
+    assert type(ours.backbone).__name__ == "ResNetBackbone"
+    images = _images()
+    with torch.no_grad():
+        expected = hf(pixel_values=images)
+        got = ours(images, [(96, 128), (80, 100)])
+    torch.testing.assert_close(
+        got["pred_logits"], expected.class_queries_logits, atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        got["pred_masks"], expected.masks_queries_logits, atol=1e-5, rtol=1e-5
+    )
+
+
 def _reference_instances(class_logits, mask_logits, image_size, frame_size):
     """Every (query, class) pair scored at frame resolution, the plain way."""
     probs = class_logits.softmax(-1)[:, :-1]

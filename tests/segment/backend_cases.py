@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from streamseg.config.model import class_options
 from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.types import Instances
 from tests.segment.conftest import SMALL
 
 
-def write_checkpoint(path: Path, seed: int) -> str:
-    """A trainer-style checkpoint of random maskrcnn_small weights."""
+def write_checkpoint(path: Path, seed: int, config: dict[str, Any] = SMALL) -> str:
+    """A trainer-style checkpoint of random weights of ``config["arch"]``."""
     torch.manual_seed(seed)
-    options = {k: v for k, v in SMALL.items() if k != "arch"}
-    model = build_model("maskrcnn_small", **options)
+    arch = config["arch"]
+    options = {k: v for k, v in config.items() if k not in ("arch", "class_names")}
+    model = build_model(arch, **options, **class_options(arch, config.get("class_names")))
     names = list(model.class_names)
     save_checkpoint(
         path,
         model.state_dict(),
-        arch="maskrcnn_small",
+        arch=arch,
         class_names=names,
         num_classes=len(names),
         model_options=options,

@@ -1,4 +1,5 @@
-"""Tiny inputs for the Segmenter tests: the small Mask R-CNN at a small size."""
+"""Tiny inputs for the Segmenter tests: the small Mask R-CNN and the tiny Mask2Former at a
+small size."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ import time
 
 import pytest
 
-from streamseg.ingest.synthetic import SyntheticScene
+from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES, SyntheticScene
 from streamseg.types import Frame, FrameBatch
 
 # maskrcnn_small resized to at most 128x224: fast on 2 cores. score_threshold 0
 # makes random weights give detections, so the box and mask heads always run.
 SMALL = {"arch": "maskrcnn_small", "min_size": 96, "max_size": 160, "score_threshold": 0.0}
+
+# The few-channel Mask2Former at the same size, with the synthetic scenes' classes.
+TINY_M2F = {
+    "arch": "mask2former_tiny",
+    "class_names": SYNTHETIC_CLASS_NAMES,
+    "min_size": 96,
+    "max_size": 160,
+    "score_threshold": 0.0,
+    "detections_per_image": 10,
+}
 
 
 def scene_batch(sizes: list[tuple[int, int]], index: int = 0) -> FrameBatch:

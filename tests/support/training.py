@@ -15,19 +15,31 @@ from streamseg.train.config import TrainConfig, load_train_config
 SCENE = "synthetic://?seed=3&width=96&height=64&objects=3"
 
 
+# The model section of tiny_yaml: maskrcnn_small with few proposals.
+SMALL_MODEL = (
+    "model:\n"
+    "  arch: maskrcnn_small\n"
+    "  roi_samples_per_image: 64\n"
+    "  options: {min_size: 64, max_size: 96, rpn_post_nms_top_n_train: 200}\n"
+)
+
+
 def tiny_yaml(
-    out_dir: Path, *, train: str | None = None, iterations: int = 6, frames: int = 8
+    out_dir: Path,
+    *,
+    train: str | None = None,
+    iterations: int = 6,
+    frames: int = 8,
+    model: str = SMALL_MODEL,
 ) -> str:
     """A config for 2-image micro-batches of small synthetic frames (CPU, seconds).
 
-    ``train`` replaces the ``data.train`` list (YAML lines indented by 4).
+    ``train`` replaces the ``data.train`` list (YAML lines indented by 4);
+    ``model`` the whole ``model:`` section.
     """
     data = train or f'    - synthetic: "{SCENE}"\n      frames: {frames}\n'
     return (
-        "model:\n"
-        "  arch: maskrcnn_small\n"
-        "  roi_samples_per_image: 64\n"
-        "  options: {min_size: 64, max_size: 96, rpn_post_nms_top_n_train: 200}\n"
+        f"{model}"
         "data:\n"
         "  train:\n"
         f"{data}"

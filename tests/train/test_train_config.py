@@ -34,6 +34,25 @@ def test_good_config_and_defaults(tmp_path: Path) -> None:
     assert cfg.solver.batch_size == 2 and cfg.data.workers == 2
 
 
+def test_model_options_are_plain_python(tmp_path: Path) -> None:
+    """They go into checkpoint meta, which torch.load(weights_only=True) must read back."""
+    import io
+
+    import torch
+
+    text = GOOD.replace(
+        "  arch: maskrcnn_small\n",
+        "  arch: maskrcnn_small\n  options: {score_threshold: 0.25, min_size: 64, flag: true}\n",
+    )
+    options = load_train_config(_write(tmp_path, text)).model.options
+    assert options == {"score_threshold": 0.25, "min_size": 64, "flag": True}
+    assert [type(v) for v in options.values()] == [float, int, bool]
+    buffer = io.BytesIO()
+    torch.save({"meta": options}, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer, weights_only=True) == {"meta": options}
+
+
 @pytest.mark.parametrize(
     ("old", "new", "expected"),
     [

@@ -4,7 +4,8 @@ The network itself is transformers' ``Mask2FormerModel``; these configs pick
 its sizes. ``swin_t`` matches ``facebook/mask2former-swin-tiny-coco-instance``
 (Swin-T: embed 96, depths 2-2-6-2, heads 3-6-12-24, window 7); ``r50`` is a
 ResNet-50 with the stride in the 3x3 convolution, as Mask2Former's R50 model
-uses; ``tiny`` is a few-channel model for tests (seconds on a CPU).
+uses; ``tiny`` (Swin) and ``tiny_r50`` (ResNet with R50's block layout) are
+few-channel models for tests (seconds on a CPU).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 __all__ = ["BACKBONES", "MissingTransformersError", "hf_config"]
 
-BACKBONES = ("r50", "swin_t", "tiny")
+BACKBONES = ("r50", "swin_t", "tiny", "tiny_r50")
 
 
 class MissingTransformersError(ImportError):
@@ -60,11 +61,12 @@ def _quiet_backbone_warning() -> None:
 def _backbone_config(backbone: str, drop_path_rate: float) -> Any:
     tf = _transformers()
     stages = ["stage1", "stage2", "stage3", "stage4"]
-    if backbone == "r50":
+    if backbone in ("r50", "tiny_r50"):
+        small = backbone == "tiny_r50"  # R50's block layout, few channels and blocks
         return tf.ResNetConfig(
-            embedding_size=64,
-            hidden_sizes=[256, 512, 1024, 2048],
-            depths=[3, 4, 6, 3],
+            embedding_size=16 if small else 64,
+            hidden_sizes=[32, 64, 128, 256] if small else [256, 512, 1024, 2048],
+            depths=[1, 1, 1, 1] if small else [3, 4, 6, 3],
             layer_type="bottleneck",
             downsample_in_bottleneck=False,
             out_features=stages,
@@ -102,7 +104,7 @@ def hf_config(
     """A ``transformers.Mask2FormerConfig`` for ``backbone`` and ``num_classes``.
 
     Args:
-        backbone: ``"r50"``, ``"swin_t"`` or ``"tiny"`` (tests).
+        backbone: ``"r50"``, ``"swin_t"``, or ``"tiny"`` / ``"tiny_r50"`` (tests).
         num_classes: object classes, not counting the "no object" class.
         num_points: points sampled per mask by the training loss.
         num_queries: object queries (100 in the published models).
@@ -113,7 +115,7 @@ def hf_config(
     _quiet_backbone_warning()
     labels = {i: f"class_{i + 1}" for i in range(num_classes)}
     sizes: dict[str, Any] = {}
-    if backbone == "tiny":
+    if backbone.startswith("tiny"):
         # Three decoder layers (two masked-attention layers + the query init
         # prediction), one encoder layer, 32 channels: GroupNorm(32) still fits.
         sizes = dict(

@@ -29,7 +29,7 @@ from streamseg.segment import dense
 from streamseg.segment.backends.base import Backend
 from streamseg.segment.preprocess import padded_size, resized_size
 
-__all__ = ["AotBackend", "PackageInfo", "export_package", "read_package_info"]
+__all__ = ["AotBackend", "PackageInfo", "dense_layout", "export_package", "read_package_info"]
 
 log = logging.getLogger("streamseg.segment")
 
@@ -120,7 +120,9 @@ def export_package(
     files: dict[str, Any] = {}
     for part in chosen:
         log.info("export: compiling %s", part.path)
-        files[part.name] = _compile_part(part, examples[part.path], device, precision, metadata)
+        files[part.name] = _compile_part(
+            part, examples[part.path], device, precision, channels_last, metadata
+        )
     from torch._inductor.package import package_aoti
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -169,11 +171,33 @@ def _record_inputs(
     return seen
 
 
+def dense_layout(args: Any, channels_last: bool) -> Any:
+    """``args`` with every tensor dense in one fixed layout: 4-d ones channels-last
+    when ``channels_last``, all others contiguous (a no-op for tensors already so).
+
+    A compiled package assumes the strides of its export example without
+    checking them, so the same values laid out otherwise (a slice of a larger
+    buffer, as transformers' pixel decoder returns; another compiled part's
+    output) would be read wrongly. Export and run time both lay inputs out
+    with this.
+    """
+    import torch.utils._pytree as pytree
+
+    def dense(t: Any) -> Any:
+        if not isinstance(t, Tensor):
+            return t
+        layout = torch.channels_last if channels_last and t.dim() == 4 else torch.contiguous_format
+        return t.contiguous(memory_format=layout)
+
+    return pytree.tree_map(dense, args)
+
+
 def _compile_part(
     part: dense.DensePart,
     args: tuple[Any, ...],
     device: torch.device,
     precision: str,
+    channels_last: bool,
     metadata: dict[str, str],
 ) -> Any:
     import torch.utils._pytree as pytree
@@ -192,6 +216,7 @@ def _compile_part(
         )
         rois = Dim("rois", min=2)
         dynamic = pytree.tree_map(lambda t: {0: rois} if isinstance(t, Tensor) else None, args)
+    args = dense_layout(args, channels_last)
     module = part.module if precision == "fp32" else _Autocast(part.module, device.type, precision)
     with torch.no_grad():
         ep = torch.export.export(module, tuple(args), dynamic_shapes=dynamic, strict=False)
@@ -282,7 +307,7 @@ class AotBackend(Backend):
         batch = int(self.info["batch"])
         for part in self.parts:
             eager = type(part.module).forward.__get__(part.module)
-            runner = self.runners[part.name]
+            runner = _in_export_layout(self.runners[part.name], channels_last)
             if part.kind == "image":
                 static = dense.StaticRunner(
                     runner, fallback=eager, target=lambda n: batch, chunk=batch
@@ -341,23 +366,50 @@ class AotBackend(Backend):
         return size
 
     def weights_loaded(self, state: Mapping[str, Tensor]) -> None:
+        # The Segmenter copies new weights into the model's tensors in place, so
+        # each part's own tensors hold them. Looking them up by the part's own
+        # names also covers parts whose weights the state dict keeps under
+        # another path (Mask2Former's ``head``: ``model.transformer_module.*``).
+        # Undotted names the module lacks (``_tensor_constant1``) are tensors its
+        # forward builds from plain data (transformers' deformable attention:
+        # the feature map shapes), not weights: they keep their packaged value.
         for part in self.parts:
             runner = self.runners[part.name]
-            constants = {}
+            own = _tensors(part.module)
+            constants, traced = {}, []
             for fqn in runner.get_constant_fqns():
-                key = f"{part.path}.{fqn.removeprefix('inner.')}"
-                if key not in state:
+                name = fqn.removeprefix("inner.")
+                if name in own:
+                    constants[fqn] = own[name]
+                elif "." not in name:
+                    traced.append(fqn)
+                else:
                     raise ValueError(
                         f"aot_package {self.package}: {part.path} needs {fqn}, "
                         "which the model lacks; export the package again"
                     )
-                constants[fqn] = state[key]
-            runner.load_constants(constants, check_full_update=True)
+            runner.load_constants(constants, check_full_update=not traced)
 
     def close(self) -> None:
         for part in self.parts:
             dense.uninstall(part)
         self.runners.clear()
+
+
+def _in_export_layout(runner: Any, channels_last: bool) -> Any:
+    """``runner`` with its inputs laid out as at export (:func:`dense_layout`)."""
+
+    def run(*args: Any) -> Any:
+        return runner(*dense_layout(args, channels_last))
+
+    return run
+
+
+def _tensors(module: nn.Module) -> dict[str, Tensor]:
+    """Parameters and buffers (persistent or not) of ``module`` by their names in it."""
+    named: dict[str, Tensor] = dict(module.named_buffers())
+    named.update((name, p.detach()) for name, p in module.named_parameters())
+    return named
 
 
 def _describe(info: PackageInfo) -> str:
