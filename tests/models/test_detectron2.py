@@ -10,9 +10,7 @@ model that computes exactly what the source model computes.
 
 from __future__ import annotations
 
-import math
 import pickle
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from streamseg.models.checkpoint import CheckpointError
 from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
 from streamseg.segment.preprocess import preprocess
 from streamseg.types import Instances
+from tests.models.test_parity import rebuilt_weights
 
 NORM = ("weight", "bias", "running_mean", "running_var")
 WB = ("weight", "bias")
@@ -33,28 +32,6 @@ DEPTHS = (3, 4, 6, 3)  # blocks of res2..res5
 SMALL = {"min_size": 64, "max_size": 96, "rpn_post_nms_top_n": 50, "score_threshold": 0.0}
 
 Arrays = dict[str, np.ndarray]
-
-
-def randomised(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Every float tensor redrawn (seeded by its key), batch-norm statistics included,
-    at scales that keep the activations of a deep network finite."""
-    out = {}
-    for key, value in state.items():
-        if not value.is_floating_point():
-            out[key] = value
-            continue
-        g = torch.Generator().manual_seed(zlib.crc32(key.encode()))
-        shape = tuple(value.shape)
-        if key.endswith("running_var"):
-            t = 1.0 + 0.2 * torch.rand(shape, generator=g)
-        elif key.endswith(("running_mean", ".bias")):
-            t = 0.1 * torch.randn(shape, generator=g)
-        elif len(shape) == 1:
-            t = 1.0 + 0.1 * torch.randn(shape, generator=g)
-        else:
-            t = torch.randn(shape, generator=g) * math.sqrt(1.0 / math.prod(shape[1:]))
-        out[key] = t
-    return out
 
 
 def detectron2_arrays(state: dict[str, torch.Tensor]) -> Arrays:
@@ -121,7 +98,7 @@ def source() -> torch.nn.Module:
     """A detectron2-style model of ours with the 81 COCO classes and random weights."""
     torch.manual_seed(0)
     model = build_model("maskrcnn_r50_fpn", style="detectron2", num_classes=81, **SMALL)
-    model.load_state_dict(randomised(model.state_dict()))
+    model.load_state_dict(rebuilt_weights(model.state_dict()))
     return model
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from streamseg.train.config import TrainConfig, load_train_config
+from streamseg.train.trainer import HookBase
 
 SCENE = "synthetic://?seed=3&width=96&height=64&objects=3"
 
@@ -105,3 +106,14 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+class StopAt(HookBase):
+    """Asks the trainer to stop once it has finished iteration ``at`` (an interruption)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_step(self) -> None:
+        if self.trainer.iter == self.at:
+            self.trainer.request_stop()

@@ -25,9 +25,8 @@ from streamseg.train.datasets import build_dataset
 from streamseg.train.engine import run_training
 from streamseg.train.evaluate import evaluate_model
 from streamseg.train.modeling import load_trained_model
-from streamseg.train.trainer import HookBase
 from tests.support.servers import cli_env
-from tests.support.training import SCENE, tiny_config, tiny_yaml, weights
+from tests.support.training import SCENE, StopAt, tiny_config, tiny_yaml, weights
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,14 +55,6 @@ def _evals(run_dir: Path) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [r for r in rows if "eval" in r]
 
-
-class _StopAt(HookBase):
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def after_step(self) -> None:
-        if self.trainer.iter == self.at:
-            self.trainer.request_stop()
 
 
 def test_periodic_evaluation_keeps_the_best_checkpoint(tmp_path: Path) -> None:
@@ -107,7 +98,7 @@ def test_the_best_so_far_survives_a_resume(tmp_path: Path) -> None:
     straight = _eval_config(tmp_path, "straight")
     run_training(straight, install_signals=False)
     broken = _eval_config(tmp_path, "broken")
-    first = run_training(broken, install_signals=False, extra_hooks=[_StopAt(6)])
+    first = run_training(broken, install_signals=False, extra_hooks=[StopAt(6)])
     assert first.stopped and first.iteration == 6
     assert [e["iteration"] for e in _evals(Path(broken.output.dir))] == [4]
     second = run_training(broken, resume=True, install_signals=False)

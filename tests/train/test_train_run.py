@@ -12,8 +12,7 @@ from streamseg.cli import main
 from streamseg.train.config import ConfigError
 from streamseg.train.engine import run_training
 from streamseg.train.modeling import load_trained_model
-from streamseg.train.trainer import HookBase
-from tests.support.training import losses, tiny_config, weights
+from tests.support.training import StopAt, losses, tiny_config, weights
 
 
 def test_a_short_run_lowers_the_loss(tmp_path: Path) -> None:
@@ -50,22 +49,12 @@ def test_eval_command_prints_ap_of_a_trained_checkpoint(
         assert 0.0 <= result[kind]["AP"] <= result[kind]["AP50"] <= 1.0
 
 
-class _StopAt(HookBase):
-    """Asks the trainer to stop once it has finished iteration ``at``."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def after_step(self) -> None:
-        if self.trainer.iter == self.at:
-            self.trainer.request_stop()
-
 
 def test_resume_after_interruption_continues_exactly(tmp_path: Path) -> None:
     straight = tiny_config(tmp_path, "straight")
     run_training(straight, install_signals=False)
     broken = tiny_config(tmp_path, "broken")
-    first = run_training(broken, install_signals=False, extra_hooks=[_StopAt(3)])
+    first = run_training(broken, install_signals=False, extra_hooks=[StopAt(3)])
     assert first.stopped and first.iteration == 3
     assert not (Path(broken.output.dir) / "model_final.pth").exists()
     with pytest.raises(ConfigError, match="pass --resume"):

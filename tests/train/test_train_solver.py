@@ -14,8 +14,7 @@ from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.train.config import TrainConfig
 from streamseg.train.engine import run_training
-from streamseg.train.trainer import HookBase
-from tests.support.training import tiny_config, weights
+from tests.support.training import StopAt, tiny_config, weights
 
 NAMES = ("__background__", "disc", "square", "triangle", "star")
 OPTIONS = {"min_size": 64, "max_size": 96}
@@ -53,14 +52,6 @@ def _assert_schedule(cfg: TrainConfig) -> None:
         assert lr == pytest.approx(expected_lr(cfg, iteration - 1), rel=1e-12, abs=0.0), iteration
 
 
-class _StopAt(HookBase):
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def after_step(self) -> None:
-        if self.trainer.iter == self.at:
-            self.trainer.request_stop()
-
 
 SCHEDULES = {
     "cosine": {"solver__schedule": "cosine", "solver__min_lr_factor": 0.1},
@@ -81,7 +72,7 @@ def test_learning_rates_follow_warmup_and_schedule_across_a_resume(
     }
     # Stopped inside the warm-up, then resumed to the end.
     cfg = tiny_config(tmp_path, "run", **settings)
-    assert run_training(cfg, install_signals=False, extra_hooks=[_StopAt(2)]).stopped
+    assert run_training(cfg, install_signals=False, extra_hooks=[StopAt(2)]).stopped
     run_training(cfg, resume=True, install_signals=False)
     _assert_schedule(cfg)
     lrs = _logged(Path(cfg.output.dir), "lr")
@@ -97,7 +88,7 @@ def test_a_resume_with_a_new_length_and_lr_reshapes_the_schedule_from_there(
         "solver__min_lr_factor": 0.0,
     }
     cfg = tiny_config(tmp_path, "run", solver__iterations=6, **settings)
-    assert run_training(cfg, install_signals=False, extra_hooks=[_StopAt(4)]).stopped
+    assert run_training(cfg, install_signals=False, extra_hooks=[StopAt(4)]).stopped
     # --resume --set solver.iterations=10 --set solver.lr=0.002
     longer = tiny_config(tmp_path, "run", solver__iterations=10, solver__lr=0.002, **settings)
     run_training(longer, resume=True, install_signals=False)
