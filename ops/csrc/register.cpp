@@ -20,6 +20,9 @@ TORCH_LIBRARY(streamseg, m) {
       "int pooled_width, int batch_size, int channels, int height, int width, "
       "int sampling_ratio, bool aligned) -> Tensor");
   m.def("paste_masks(Tensor masks, Tensor boxes, int height, int width, int padding) -> Tensor");
+  m.def(
+      "paste_masks_binary(Tensor masks, Tensor boxes, int height, int width, int padding, "
+      "float threshold) -> Tensor");
   m.def("mask_to_rle(Tensor masks) -> (Tensor, Tensor)");
   m.def(
       "decode_boxes(Tensor deltas, Tensor boxes, float wx, float wy, float ww, float wh, "
@@ -32,6 +35,7 @@ TORCH_LIBRARY_IMPL(streamseg, CPU, m) {
   m.impl("roi_align", &streamseg::roi_align_forward_cpu);
   m.impl("roi_align_backward", &streamseg::roi_align_backward_cpu);
   m.impl("paste_masks", &streamseg::paste_masks_cpu);
+  m.impl("paste_masks_binary", &streamseg::paste_masks_binary_cpu);
   m.impl("mask_to_rle", &streamseg::mask_to_rle_cpu);
   m.impl("decode_boxes", &streamseg::decode_boxes_cpu);
 }
@@ -43,6 +47,7 @@ TORCH_LIBRARY_IMPL(streamseg, CUDA, m) {
   m.impl("roi_align", &streamseg::roi_align_forward_cuda);
   m.impl("roi_align_backward", &streamseg::roi_align_backward_cuda);
   m.impl("paste_masks", &streamseg::paste_masks_cuda);
+  m.impl("paste_masks_binary", &streamseg::paste_masks_binary_cuda);
   m.impl("mask_to_rle", &streamseg::mask_to_rle_cuda);
   m.impl("decode_boxes", &streamseg::decode_boxes_cuda);
 }

@@ -40,6 +40,7 @@ __all__ = [
     "multiscale_roi_align",
     "nms",
     "paste_masks",
+    "paste_masks_binary",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -281,6 +282,42 @@ def paste_masks(
     if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
         return torch.ops.streamseg.paste_masks(masks, boxes, h, w, int(padding))
     return _ref.paste_masks(masks, boxes, (h, w), int(padding))
+
+
+def paste_masks_binary(
+    masks: Tensor,
+    boxes: Tensor,
+    image_size: tuple[int, int],
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> Tensor:
+    """Paste and threshold in one pass: ``paste_masks(...) > threshold`` without the floats.
+
+    What a detector needs at frame resolution: the native kernel writes one
+    byte per pixel instead of a float plane per mask that is then compared.
+
+    Args:
+        masks: ``(N, M, M)`` float probabilities.
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        image_size: frame ``(h, w)``.
+        threshold: a pixel is in the mask when its probability is above this.
+        padding: zero border added to the masks before resizing.
+
+    Returns:
+        ``(N, h, w)`` bool.
+    """
+    _check(
+        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
+        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
+    )
+    _check_boxes(boxes)
+    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
+    h, w = int(image_size[0]), int(image_size[1])
+    if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
+        return torch.ops.streamseg.paste_masks_binary(
+            masks, boxes, h, w, int(padding), float(threshold)
+        )
+    return _ref.paste_masks_binary(masks, boxes, (h, w), float(threshold), int(padding))
 
 
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:

@@ -65,6 +65,12 @@ def _paste_masks_fake(
     return masks.new_empty((masks.shape[0], height, width))
 
 
+def _paste_masks_binary_fake(
+    masks: Tensor, boxes: Tensor, height: int, width: int, padding: int, threshold: float
+) -> Tensor:
+    return masks.new_empty((masks.shape[0], height, width), dtype=torch.bool)
+
+
 def _mask_to_rle_fake(masks: Tensor) -> tuple[Tensor, Tensor]:
     # The strings always come back on the CPU.
     size = torch.library.get_ctx().new_dynamic_size()
@@ -107,6 +113,7 @@ _FAKES: dict[str, Callable[..., Any]] = {
     "streamseg::roi_align": _roi_align_fake,
     "streamseg::roi_align_backward": _roi_align_backward_fake,
     "streamseg::paste_masks": _paste_masks_fake,
+    "streamseg::paste_masks_binary": _paste_masks_binary_fake,
     "streamseg::mask_to_rle": _mask_to_rle_fake,
     "streamseg::decode_boxes": _decode_boxes_fake,
 }

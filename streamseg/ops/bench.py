@@ -133,6 +133,28 @@ def _paste(n: int, device: torch.device, tv: Any) -> Workload:
     )
 
 
+def _paste_binary(n: int, device: torch.device, tv: Any) -> Workload:
+    boxes, _ = detections(n, seed=4)
+    boxes = boxes.to(device)
+    masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5)).to(device)
+    theirs = None
+    if tv:
+        from torchvision.models.detection.roi_heads import paste_masks_in_image
+
+        def theirs() -> Tensor:
+            out: Tensor = paste_masks_in_image(masks[:, None], boxes, FRAME, padding=1)
+            return out[:, 0] > 0.5
+
+    return Workload(
+        f"paste_masks_binary_{n}",
+        {"masks": n, "mask_size": 28, "frame": list(FRAME), "threshold": 0.5},
+        lambda: ops.paste_masks_binary(masks, boxes, FRAME, 0.5),
+        lambda: ref.paste_masks_binary(masks, boxes, FRAME, 0.5),
+        torch.equal,
+        theirs,
+    )
+
+
 def _rle(n: int, device: torch.device) -> Workload:
     boxes, _ = detections(n, seed=6)
     probs = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(7))
@@ -174,6 +196,7 @@ def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[
             _batched_nms(200, 5, dev, tv),
             _multiscale(50, 8, dev, tv),
             _paste(5, dev, tv),
+            _paste_binary(5, dev, tv),
             _rle(5, dev),
         ]
     return [
@@ -182,6 +205,7 @@ def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[
         _batched_nms(2000, 80, dev, tv),
         _multiscale(1000, 256, dev, tv),
         _paste(100, dev, tv),
+        _paste_binary(100, dev, tv),
         _rle(100, dev),
         _decode(1000, 91, dev),
     ]

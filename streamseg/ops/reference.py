@@ -34,6 +34,7 @@ __all__ = [
     "multiscale_roi_align",
     "nms",
     "paste_masks",
+    "paste_masks_binary",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -394,3 +395,14 @@ def paste_masks(
         res = F.interpolate(padded[i][None, None], size=size, mode="bilinear", align_corners=False)
         out[i, fy0:fy1, fx0:fx1] = res[0, 0, fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0]
     return out
+
+
+def paste_masks_binary(
+    masks: Tensor,
+    boxes: Tensor,
+    image_size: tuple[int, int],
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> Tensor:
+    """:func:`paste_masks` thresholded: ``(N, h, w)`` bool, ``probability > threshold``."""
+    return paste_masks(masks, boxes, image_size, padding) > threshold

@@ -173,6 +173,30 @@ def test_paste_native_float32_frame() -> None:
     assert torch.all(got[3] == 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("threshold", [0.5, 0.25, -0.5])
+def test_paste_binary_native_equals_thresholded_reference(
+    dtype: torch.dtype, threshold: float
+) -> None:
+    g = torch.Generator().manual_seed(2)
+    xy = torch.rand(30, 2, generator=g) * torch.tensor([160.0, 90])
+    boxes = torch.cat([xy - 20, xy + torch.rand(30, 2, generator=g) * 60], 1).to(dtype)
+    boxes[5] = torch.tensor([float("inf"), 0, 5, 5])  # pastes nothing
+    masks = torch.rand(30, 28, 28, generator=g).to(dtype)
+    got = N.paste_masks_binary(masks, boxes, 90, 160, 1, threshold)
+    assert got.dtype == torch.bool
+    # Exactly what thresholding the native float paste gives, in the masks' dtype...
+    assert torch.equal(got, N.paste_masks(masks, boxes, 90, 160, 1) > threshold)
+    # ...and the reference path's answer: exact in float64; lower precisions
+    # round pixels near the threshold either way (bf16 steps by 1/256 at 0.5).
+    want = ref.paste_masks_binary(masks, boxes, (90, 160), threshold)
+    if dtype == torch.float64:
+        assert torch.equal(got, want)
+    else:
+        assert (got != want).float().mean() < {torch.float32: 1e-4}.get(dtype, 5e-3)
+    assert N.paste_masks_binary(masks[:0], boxes[:0], 90, 160, 1, 0.5).shape == (0, 90, 160)
+
+
 # --------------------------------------------------------------------------- rle
 
 

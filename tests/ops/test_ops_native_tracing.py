@@ -101,6 +101,7 @@ def _opcheck_cases() -> list[tuple[str, tuple[object, ...]]]:
     return [
         ("roi_align", (feats.double().requires_grad_(), rois.double(), 0.25, 3, 3, 2, False)),
         ("paste_masks", (masks, boxes, 50, 60, 1)),
+        ("paste_masks_binary", (masks, boxes, 50, 60, 1, 0.5)),
         ("decode_boxes", (deltas, boxes, *W, 4.0)),
         ("nms", (boxes, scores, 0.5)),
         ("batched_nms", (boxes, scores, (scores * 4).long(), 0.5)),
@@ -113,7 +114,7 @@ def test_opcheck(native: None, case: tuple[str, tuple[object, ...]]) -> None:
     name, args = case
     # Data-dependent output sizes (nms, rle) cannot be traced with dynamic inputs by AOT.
     utils = ("test_schema", "test_autograd_registration", "test_faketensor")
-    if name in ("roi_align", "paste_masks", "decode_boxes"):
+    if name in ("roi_align", "paste_masks", "paste_masks_binary", "decode_boxes"):
         utils = (*utils, "test_aot_dispatch_dynamic")
     torch.library.opcheck(getattr(N, name).default, args, test_utils=utils)
 

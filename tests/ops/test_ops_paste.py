@@ -53,3 +53,20 @@ def test_paste_full_mask_fills_expanded_box() -> None:
 def test_paste_rejects_non_square_masks() -> None:
     with pytest.raises(ValueError, match="masks must be \\(N, M, M\\)"):
         ops.paste_masks(torch.zeros(1, 4, 5), torch.zeros(1, 4), FRAME)
+
+
+@pytest.mark.parametrize("case", BOX_CASES)
+@pytest.mark.parametrize("threshold", [0.5, 0.0, 0.93])
+def test_paste_binary_is_the_thresholded_paste(case: str, threshold: float) -> None:
+    boxes = torch.tensor(BOX_CASES[case], dtype=torch.float64).reshape(-1, 4)
+    masks = torch.rand(len(boxes), 6, 6, dtype=torch.float64)
+    got = ops.paste_masks_binary(masks, boxes, FRAME, threshold)
+    assert got.dtype == torch.bool and got.shape == (len(boxes), *FRAME)
+    assert torch.equal(got, brute.paste_masks(masks, boxes, FRAME, 1) > threshold)
+
+
+def test_paste_binary_negative_threshold_marks_the_whole_frame() -> None:
+    # 0 > -0.1: outside the box counts too, exactly as thresholding the floats would.
+    got = ops.paste_masks_binary(torch.zeros(1, 4, 4), torch.tensor([[2.0, 2, 9, 9]]), FRAME, -0.1)
+    assert bool(got.all())
+

@@ -33,6 +33,17 @@ struct DecodeParams {
   T wx, wy, ww, wh, clamp;
 };
 
+// exp in T's own precision (std::exp's float overload on the host; a bare
+// exp(float) there would be C's double exp).
+template <typename T>
+STREAMSEG_BOX_HD T exp_of(T x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
 // Decode one (dx, dy, dw, dh) against one box, with the reference's
 // operation order.
 template <typename T>
@@ -47,8 +58,8 @@ STREAMSEG_BOX_HD void decode_one(const T* box, const T* d, const DecodeParams<T>
   dh = dh > p.clamp ? p.clamp : dh;
   const T px = (d[0] / p.wx) * width + ctr_x;
   const T py = (d[1] / p.wy) * height + ctr_y;
-  const T half_w = T(0.5) * (exp(dw) * width);
-  const T half_h = T(0.5) * (exp(dh) * height);
+  const T half_w = T(0.5) * (exp_of(dw) * width);
+  const T half_h = T(0.5) * (exp_of(dh) * height);
   out[0] = px - half_w;
   out[1] = py - half_h;
   out[2] = px + half_w;

@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
+#include <algorithm>
+
 namespace streamseg {
 
 at::Tensor decode_boxes_cpu(
@@ -27,7 +29,9 @@ at::Tensor decode_boxes_cpu(
     const scalar_t* d = deltas.const_data_ptr<scalar_t>();
     const scalar_t* b = boxes.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, n, 2048, [&](int64_t lo, int64_t hi) {
+    // About 2048 decodes per task, whatever the class count.
+    const int64_t grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(k, 1));
+    at::parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
         for (int64_t j = 0; j < k; ++j) decode_one(b + 4 * i, d + 4 * (i * k + j), p, o + 4 * (i * k + j));
     });

@@ -22,10 +22,19 @@ at::Tensor paste_masks_cpu(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding);
 
+// The same paste thresholded on the fly: (N, height, width) bool, equal to
+// paste_masks(...) > threshold.
+at::Tensor paste_masks_binary_cpu(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding, double threshold);
+
 #ifdef STREAMSEG_WITH_CUDA
 at::Tensor paste_masks_cuda(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding);
+at::Tensor paste_masks_binary_cuda(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding, double threshold);
 #endif
 
 #if defined(__CUDACC__)

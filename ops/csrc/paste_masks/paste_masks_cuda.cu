@@ -6,6 +6,8 @@
 
 #include <ATen/ops/empty.h>
 
+#include <type_traits>
+
 namespace streamseg {
 namespace {
 
@@ -29,10 +31,12 @@ __device__ inline acc_t padded_value(const scalar_t* mask, int64_t m, int64_t pa
   return static_cast<acc_t>(mask[r * m + c]);
 }
 
-template <typename scalar_t, typename acc_t>
+// out_t = scalar_t: the probability; out_t = bool: whether it passes
+// `threshold`, compared in scalar_t as `paste_masks(...) > threshold` would.
+template <typename scalar_t, typename acc_t, typename out_t>
 __global__ void paste_kernel(
     int64_t total, const scalar_t* masks, const int64_t* int_boxes, int64_t m, int64_t pad,
-    int64_t h, int64_t w, scalar_t* out) {
+    int64_t h, int64_t w, acc_t threshold, out_t* out) {
   STREAMSEG_GRID_LOOP(idx, total) {
     const int64_t x = idx % w;
     const int64_t y = (idx / w) % h;
@@ -52,29 +56,17 @@ __global__ void paste_kernel(
                            padded_value<scalar_t, acc_t>(mask, m, pad, ty.i1, tx.i1) * tx.w1;
       value = top * ty.w0 + bottom * ty.w1;
     }
-    out[idx] = static_cast<scalar_t>(value);
+    if constexpr (std::is_same_v<out_t, bool>) {
+      out[idx] = static_cast<acc_t>(static_cast<scalar_t>(value)) > threshold;
+    } else {
+      out[idx] = static_cast<out_t>(value);
+    }
   }
 }
 
-}  // namespace
-
-at::Tensor paste_masks_cuda(
-    const at::Tensor& masks_in, const at::Tensor& boxes_in, int64_t height, int64_t width,
-    int64_t padding) {
-  TORCH_CHECK(masks_in.is_cuda() && boxes_in.is_cuda(), "masks and boxes must be CUDA tensors");
-  TORCH_CHECK(
-      masks_in.dim() == 3 && masks_in.size(1) == masks_in.size(2),
-      "masks must be (N, M, M), got ", masks_in.sizes());
-  TORCH_CHECK(
-      boxes_in.dim() == 2 && boxes_in.size(1) == 4 && boxes_in.size(0) == masks_in.size(0),
-      "boxes must be (N, 4) with N masks, got ", boxes_in.sizes());
-  TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
-  c10::cuda::CUDAGuard guard(masks_in.device());
-  at::Tensor out = at::empty({masks_in.size(0), height, width}, masks_in.options());
-  if (out.numel() == 0) return out;
-  TORCH_CHECK(masks_in.size(1) > 0, "masks must not be empty");
-  const int64_t n = masks_in.size(0), m = masks_in.size(1);
-  const at::Tensor masks = masks_in.contiguous();
+// The integer boxes of `boxes_in` (N, 4) on the GPU, as paste_boxes_cpu.
+at::Tensor int_boxes_cuda(const at::Tensor& boxes_in, int64_t m, int64_t padding) {
+  const int64_t n = boxes_in.size(0);
   const at::Tensor boxes = boxes_in.contiguous();
   at::Tensor int_boxes = at::empty({n, 4}, boxes.options().dtype(at::kLong));
   auto stream = c10::cuda::getCurrentCUDAStream();
@@ -86,15 +78,70 @@ at::Tensor paste_masks_cuda(
             int_boxes.mutable_data_ptr<int64_t>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
-  const int64_t total = out.numel();
+  return int_boxes;
+}
+
+void check_paste_args(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding) {
+  TORCH_CHECK(masks.is_cuda() && boxes.is_cuda(), "masks and boxes must be CUDA tensors");
+  TORCH_CHECK(
+      masks.dim() == 3 && masks.size(1) == masks.size(2),
+      "masks must be (N, M, M), got ", masks.sizes());
+  TORCH_CHECK(
+      boxes.dim() == 2 && boxes.size(1) == 4 && boxes.size(0) == masks.size(0),
+      "boxes must be (N, 4) with N masks, got ", boxes.sizes());
+  TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
+}
+
+// Pastes into `out` (N, h, w): probabilities (binary = false) or their
+// comparison with `threshold` (binary = true, out is bool).
+void paste_into(
+    const at::Tensor& masks_in, const at::Tensor& boxes_in, int64_t padding, bool binary,
+    double threshold, at::Tensor& out) {
+  TORCH_CHECK(masks_in.size(1) > 0, "masks must not be empty");
+  const int64_t m = masks_in.size(1);
+  const at::Tensor masks = masks_in.contiguous();
+  const at::Tensor int_boxes = int_boxes_cuda(boxes_in, m, padding);
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t total = out.numel(), height = out.size(1), width = out.size(2);
   AT_DISPATCH_FLOATING_TYPES_AND2(
       at::kHalf, at::kBFloat16, masks.scalar_type(), "streamseg_paste_masks_cuda", [&] {
         using acc_t = at::opmath_type<scalar_t>;
-        paste_kernel<scalar_t, acc_t><<<blocks_for(total), kThreads, 0, stream>>>(
-            total, masks.const_data_ptr<scalar_t>(), int_boxes.const_data_ptr<int64_t>(), m,
-            padding, height, width, out.mutable_data_ptr<scalar_t>());
+        const scalar_t* src = masks.const_data_ptr<scalar_t>();
+        const int64_t* ib = int_boxes.const_data_ptr<int64_t>();
+        if (binary) {
+          const acc_t thr = static_cast<acc_t>(static_cast<scalar_t>(threshold));
+          paste_kernel<scalar_t, acc_t, bool><<<blocks_for(total), kThreads, 0, stream>>>(
+              total, src, ib, m, padding, height, width, thr, out.mutable_data_ptr<bool>());
+        } else {
+          paste_kernel<scalar_t, acc_t, scalar_t><<<blocks_for(total), kThreads, 0, stream>>>(
+              total, src, ib, m, padding, height, width, acc_t(0),
+              out.mutable_data_ptr<scalar_t>());
+        }
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       });
+}
+
+}  // namespace
+
+at::Tensor paste_masks_cuda(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding) {
+  check_paste_args(masks, boxes, height, width, padding);
+  c10::cuda::CUDAGuard guard(masks.device());
+  at::Tensor out = at::empty({masks.size(0), height, width}, masks.options());
+  if (out.numel() > 0) paste_into(masks, boxes, padding, false, 0.0, out);
+  return out;
+}
+
+at::Tensor paste_masks_binary_cuda(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding, double threshold) {
+  check_paste_args(masks, boxes, height, width, padding);
+  c10::cuda::CUDAGuard guard(masks.device());
+  at::Tensor out = at::empty({masks.size(0), height, width}, masks.options().dtype(at::kBool));
+  if (out.numel() > 0) paste_into(masks, boxes, padding, true, threshold, out);
   return out;
 }
 

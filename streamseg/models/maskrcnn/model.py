@@ -121,14 +121,16 @@ class MaskRCNN(nn.Module):
             )
             scale = torch.stack([ratio_w, ratio_h, ratio_w, ratio_h]).to(det["boxes"].device)
             boxes = det["boxes"].float() * scale
-            probs = ops.paste_masks(det["mask_probs"].float(), boxes, (fh, fw))
+            masks = ops.paste_masks_binary(
+                det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
+            )
             out.append(
                 Instances(
                     image_size=(fh, fw),
                     boxes=boxes,
                     scores=det["scores"].float(),
                     labels=det["labels"].to(torch.int64),
-                    masks=probs > self.mask_threshold,
+                    masks=masks,
                 )
             )
         return out
