@@ -58,10 +58,9 @@ def run(args: argparse.Namespace) -> int:
         config = load_pipeline(args.pipeline)
     except ConfigError as exc:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
-    if config.runtime.torch_threads is not None:
-        import torch
+    import torch
 
-        torch.set_num_threads(config.runtime.torch_threads)
+    torch.set_num_threads(config.runtime.inference_threads())
     with tempfile.TemporaryDirectory() as tmp:
         clip = _clip(config, args, Path(tmp))
         images = bench.decode_clip(clip, limit=args.frames)

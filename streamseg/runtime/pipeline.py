@@ -75,7 +75,7 @@ class Pipeline:
         publish: PublishStage,
         batch_size: int,
         max_wait: float,
-        camera_queue: int = 4,
+        camera_queue: int = 2,
         results_queue: int = 8,
         publish_queue: int = 64,
         drain_timeout: float = 15.0,

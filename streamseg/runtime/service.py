@@ -116,11 +116,10 @@ class Service:
             telemetry.start_prometheus_server(port, host=h.host)
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
-        rt, model = self.config.runtime, self.config.model
-        if rt.torch_threads is not None:
-            import torch
+        import torch
 
-            torch.set_num_threads(rt.torch_threads)
+        rt, model = self.config.runtime, self.config.model
+        torch.set_num_threads(rt.inference_threads())
         segmenter = build_segmenter(model)
         self.model_loaded = True
         if self._stop.is_set():

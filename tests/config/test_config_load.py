@@ -127,3 +127,15 @@ def test_error_message_format(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"{path}:4: cameras[0].decode: Input should be 'pyav' or 'dali' (got 'gpu')"
     )
+
+
+def test_runtime_defaults_leave_a_core_and_keep_live_queues_short() -> None:
+    import os
+
+    from streamseg.config.runtime import RuntimeConfig
+
+    cores = len(os.sched_getaffinity(0))
+    assert RuntimeConfig().inference_threads() == max(1, cores - 1)
+    assert RuntimeConfig(torch_threads=3).inference_threads() == 3
+    # A live camera's backlog is at most this many frames (its latency bound).
+    assert RuntimeConfig().camera_queue == 2
