@@ -121,6 +121,11 @@ def save_checkpoint(path: str | Path, state_dict: Mapping[str, Tensor], **meta: 
     tmp.replace(path)
 
 
+# What torch.load raises on a file that is not a (whole) checkpoint; OSError
+# too: a zip archive cut short makes it seek past the end (EINVAL).
+_UNREADABLE = (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile, OSError)
+
+
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Like :func:`load_state_dict_file`, also returning the ``meta`` mapping."""
     path = Path(path)
@@ -128,7 +133,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if path.suffix != ".pkl" and path.is_file():
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
-        except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile) as exc:
+        except _UNREADABLE as exc:
             raise CheckpointError(
                 f"checkpoint {path} could not be read ({_first_line(exc)}); "
                 "is the file truncated or not a PyTorch checkpoint?"
@@ -155,7 +160,7 @@ def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:
     else:
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
-        except (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipFile) as exc:
+        except _UNREADABLE as exc:
             raise CheckpointError(
                 f"checkpoint {path} could not be read ({_first_line(exc)}); "
                 "is the file truncated or not a PyTorch checkpoint?"

@@ -230,13 +230,18 @@ class Segmenter:
         _check_same_structure(self._model, model, path)
         new = model.state_dict()
         _check_same_layout(self._state, new, path)
+        if names and self._class_names and tuple(names) != tuple(self._class_names):
+            # Published label names and alert rules' class filters were set up
+            # with the running names: a swap must not change what a label means.
+            raise CheckpointError(
+                f"{path} names its classes {', '.join(names[1:])}, the running model "
+                f"{', '.join(self._class_names[1:])}; a hot swap keeps the classes: "
+                "restart the service to change them"
+            )
         with self._lock, torch.no_grad():
             for key, tensor in self._state.items():
                 tensor.copy_(new[key])
             self.backend.weights_loaded(self._state)
-            if names and names != self._class_names:
-                log.warning("hot swap: class names now %s", ", ".join(names[1:]))
-                self._class_names = names
             self.weights = path
         log.info("model: now running weights %s", path)
 
