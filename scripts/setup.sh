@@ -13,7 +13,7 @@ extras=""
 
 debs=(redis-server ffmpeg)
 if [ -n "$extras" ]; then
-  debs+=(gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
+  debs+=(openssl gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
          gstreamer1.0-plugins-base gstreamer1.0-plugins-good
          gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
 fi

@@ -1,7 +1,8 @@
 """Real servers for tests: redis-server on a free loopback port.
 
 Tests talk to real processes, never to stand-ins. ``RedisServer`` can be
-stopped and started again on the same port to test reconnection.
+stopped and started again on the same port to test reconnection, and can
+speak TLS only (certificates made by ``make_tls_files`` with openssl).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,59 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
-class RedisServer:
-    """A redis-server subprocess bound to 127.0.0.1 on a fixed free port."""
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files of a throw-away CA, a server certificate for 127.0.0.1, a client one."""
 
-    def __init__(self, workdir: Path, password: str | None = None) -> None:
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def make_tls_files(folder: Path, name: str = "test-ca") -> TLSFiles:
+    """A new CA (``name``) and the certificates it signs, written by openssl."""
+    exe = shutil.which("openssl")
+    if exe is None:
+        pytest.fail("openssl is not installed: `apt-get install openssl`")
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str) -> None:
+        subprocess.run([exe, *args], cwd=folder, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "2", "-subj", f"/CN={name}")  # fmt: skip
+    (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for who in ("server", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out",
+            f"{who}.csr", "-subj", f"/CN={who}")  # fmt: skip
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{who}.crt", "-days", "2",
+            "-extfile", "san.cnf")  # fmt: skip
+    return TLSFiles(
+        ca=folder / "ca.crt",
+        server_cert=folder / "server.crt",
+        server_key=folder / "server.key",
+        client_cert=folder / "client.crt",
+        client_key=folder / "client.key",
+    )
+
+
+class RedisServer:
+    """A redis-server subprocess bound to 127.0.0.1 on a fixed free port.
+
+    With ``tls``, it listens for TLS only (``rediss://``); ``client_certs``
+    makes it require a client certificate signed by the same CA.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        password: str | None = None,
+        tls: TLSFiles | None = None,
+        client_certs: bool = False,
+    ) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             pytest.fail(
@@ -46,18 +97,28 @@ class RedisServer:
         self.port = free_port()
         self.workdir = workdir
         self.password = password
+        self.tls = tls
+        self.client_certs = client_certs
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        if self.tls:
+            ports = ["--port", "0", "--tls-port", str(self.port)]
+            ports += ["--tls-cert-file", str(self.tls.server_cert)]
+            ports += ["--tls-key-file", str(self.tls.server_key)]
+            ports += ["--tls-ca-cert-file", str(self.tls.ca)]
+            ports += ["--tls-auth-clients", "yes" if self.client_certs else "no"]
+        else:
+            ports = ["--port", str(self.port)]
         args = [
             self.exe,
-            "--port",
-            str(self.port),
+            *ports,
             "--bind",
             "127.0.0.1",
             "--save",
@@ -87,7 +148,15 @@ class RedisServer:
     def client(self):  # type: ignore[no-untyped-def]
         import redis
 
-        return redis.Redis.from_url(self.url, decode_responses=False)
+        if self.tls is None:
+            return redis.Redis.from_url(self.url, decode_responses=False)
+        return redis.Redis.from_url(
+            self.url,
+            decode_responses=False,
+            ssl_ca_certs=str(self.tls.ca),
+            ssl_certfile=str(self.tls.client_cert),
+            ssl_keyfile=str(self.tls.client_key),
+        )
 
 
 def cli_env() -> dict[str, str]:
