@@ -140,14 +140,20 @@ class DemuxSession:
                 asked = time.monotonic()
             self.end = "stopped" if self._stop.is_set() else "eof"
         except av.error.ExitError:
-            self.end = "stopped" if self._stop.is_set() else "stalled"
-            silent = time.monotonic() - self._last_data
-            self.error = (
-                f"no data for {silent:.1f} s (read timeout {self._reader.read_timeout:g} s)"
-            )
+            self._stalled()
         except (av.error.FFmpegError, OSError) as exc:
+            # FFmpeg's RTSP demuxer reports some reads aborted by our timeout
+            # as an I/O error: a read that blocked that long is a stall too.
+            if self._reader.live and time.monotonic() - asked >= aborted_after:
+                self._stalled()
+                return
             self.end = "stopped" if self._stop.is_set() else "lost"
             self.error = tracker.redact(f"stream lost: {_describe(exc)}")
+
+    def _stalled(self) -> None:
+        self.end = "stopped" if self._stop.is_set() else "stalled"
+        silent = time.monotonic() - self._last_data
+        self.error = f"no data for {silent:.1f} s (read timeout {self._reader.read_timeout:g} s)"
 
     def camera_time(self, pts: float | None) -> float | None:
         """The camera's wall clock (unix seconds) at stream time ``pts`` (seconds).
