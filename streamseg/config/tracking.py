@@ -72,6 +72,13 @@ class TrackingConfig(StrictModel):
     class_aware: bool = Field(
         default=False, description="never pair a track with a detection of another class"
     )
+    duplicate_iou: float = Field(
+        default=0.7,
+        gt=0,
+        le=1,
+        description="an unmatched detection overlapping a tracked or surer one this much "
+        "(box IoU) starts no track: a second detection of the same object",
+    )
     fuse_score: bool = Field(
         default=False, description="first round cost is 1 - IoU * score (ByteTrack's fuse_score)"
     )

@@ -123,6 +123,7 @@ class ByteTracker:
         self._correct(matched, det_of[matched], frame.time, boxes, scores, labels, grid)
         removed = removed + self._miss(det_of < 0)
         starters = high_left[scores[high_left] >= s.new_track_score]
+        starters = self._not_duplicates(starters, det_of[matched], boxes, scores, grid)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
 
@@ -157,6 +158,39 @@ class ByteTracker:
         t.select(keep)
         self.kalman.select(keep)
         return gone
+
+    def _not_duplicates(
+        self, cands: I64, taken: I64, boxes: F64, scores: F64, grid: Tensor | None
+    ) -> I64:
+        """``cands`` less those overlapping a ``taken`` detection or a surer candidate.
+
+        Detectors that suppress overlaps per class report an object seen as
+        two classes twice; only the first report may become a track. Overlap
+        is box IoU, or mask IoU on the grid with ``match: mask_iou``.
+        """
+        limit = self.settings.duplicate_iou
+        if len(cands) == 0:
+            return cands
+        order = cands[np.argsort(-scores[cands], kind="stable")]
+
+        def overlap(a: I64, b: I64) -> tuple[I64, I64, F64]:
+            r, c, iou = overlap_pairs(boxes[a], boxes[b])
+            if grid is not None and len(r):
+                ga, gb = grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])]
+                inter = (ga & gb).flatten(1).sum(1).double()
+                union = ga.flatten(1).sum(1).double() + gb.flatten(1).sum(1).double() - inter
+                iou = (inter / union.clamp(min=1)).numpy()
+            return r, c, iou
+
+        r, _, iou = overlap(order, taken)
+        free = np.ones(len(order), bool)
+        free[r[iou >= limit]] = False
+        r, c, iou = overlap(order, order)
+        close = (iou >= limit) & (c < r)  # c: a surer candidate than r
+        for i, j in zip(r[close].tolist(), c[close].tolist(), strict=True):
+            if free[j]:
+                free[i] = False
+        return np.sort(order[free])
 
     def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:

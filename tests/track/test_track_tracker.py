@@ -302,6 +302,25 @@ def test_new_track_score() -> None:
     assert d.ids() == [-1]
 
 
+def test_an_object_reported_twice_starts_one_track() -> None:
+    # one object detected as two classes (per-class NMS keeps both), plus a
+    # distinct object: two tracks, not three; the duplicate carries no id
+    d = Driver()
+    boxes = [[10, 10, 40, 40], [11, 10, 41, 41], [100, 10, 130, 40]]
+    for _ in range(4):
+        d.step(boxes, scores=[0.9, 0.8, 0.9], labels=[1, 2, 1])
+    assert d.ids() == [1, -1, 2]
+    assert len(d.stage.tracks("cam")) == 2
+    # once the object has a track, a later second report is no new track either
+    d.step([[10, 10, 40, 40], [10, 11, 40, 41]], scores=[0.9, 0.95], labels=[1, 2])
+    assert sorted(d.ids()) == [-1, 1]
+    # duplicate_iou: 1 lets near copies through
+    d2 = Driver(duplicate_iou=1.0)
+    for _ in range(3):
+        d2.step(boxes, scores=[0.9, 0.8, 0.9], labels=[1, 2, 1])
+    assert d2.ids() == [1, 2, 3]
+
+
 @pytest.mark.parametrize(("n", "m"), [(7, 5), (60, 80), (1, 1), (0, 3)])
 def test_box_iou_matches_the_ops_reference(n: int, m: int) -> None:
     rng = np.random.default_rng(n)
