@@ -69,4 +69,3 @@ def test_paste_binary_negative_threshold_marks_the_whole_frame() -> None:
     # 0 > -0.1: outside the box counts too, exactly as thresholding the floats would.
     got = ops.paste_masks_binary(torch.zeros(1, 4, 4), torch.tensor([[2.0, 2, 9, 9]]), FRAME, -0.1)
     assert bool(got.all())
-

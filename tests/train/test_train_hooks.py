@@ -56,7 +56,6 @@ def _evals(run_dir: Path) -> list[dict[str, Any]]:
     return [r for r in rows if "eval" in r]
 
 
-
 def test_periodic_evaluation_keeps_the_best_checkpoint(tmp_path: Path) -> None:
     cfg = _eval_config(tmp_path, "run")
     result = run_training(cfg, install_signals=False)

@@ -49,7 +49,6 @@ def test_eval_command_prints_ap_of_a_trained_checkpoint(
         assert 0.0 <= result[kind]["AP"] <= result[kind]["AP50"] <= 1.0
 
 
-
 def test_resume_after_interruption_continues_exactly(tmp_path: Path) -> None:
     straight = tiny_config(tmp_path, "straight")
     run_training(straight, install_signals=False)

@@ -52,7 +52,6 @@ def _assert_schedule(cfg: TrainConfig) -> None:
         assert lr == pytest.approx(expected_lr(cfg, iteration - 1), rel=1e-12, abs=0.0), iteration
 
 
-
 SCHEDULES = {
     "cosine": {"solver__schedule": "cosine", "solver__min_lr_factor": 0.1},
     "step": {"solver__schedule": "step", "solver__steps": "[5]", "solver__gamma": 0.5},
