@@ -41,6 +41,9 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 TENTATIVE, CONFIRMED, LOST = 0, 1, 2
+# Tracks whose velocities differ by less than this (box sizes per second) and
+# whose detections overlap by ``duplicate_iou`` follow one object.
+COPY_SPEED = 1.0
 TIME_EPS = 1e-6  # seconds: slack for float rounding of unix-time differences
 
 
@@ -118,10 +121,14 @@ class ByteTracker:
         det_of[tentative[r]] = high_left[c]
         high_left = np.delete(high_left, c)
 
+        copies = self._copies(det_of, boxes, scores, grid)
+        det_of[copies] = -1
         matched = np.flatnonzero(det_of >= 0)
         t.det[matched] = det_of[matched]
         self._correct(matched, det_of[matched], frame.time, boxes, scores, labels, grid)
-        removed = removed + self._miss(det_of < 0)
+        gone = np.zeros(len(t), bool)
+        gone[copies] = True
+        removed = removed + self._miss(det_of < 0, gone)
         starters = high_left[scores[high_left] >= s.new_track_score]
         starters = self._not_duplicates(starters, det_of[matched], boxes, scores, grid)
         self._start(starters, frame.time, boxes, scores, labels, grid)
@@ -135,12 +142,14 @@ class ByteTracker:
             (t.state == LOST) & ((now - t.last_seen) > self.settings.max_lost_seconds + TIME_EPS)
         )
 
-    def _miss(self, unmatched: NDArray[np.bool_]) -> list[tuple[int, F64, int, float]]:
-        """Unmatched tracks: confirmed ones become lost, tentative ones are removed."""
+    def _miss(
+        self, unmatched: NDArray[np.bool_], copies: NDArray[np.bool_]
+    ) -> list[tuple[int, F64, int, float]]:
+        """Unmatched tracks: confirmed ones become lost; tentative ones and ``copies`` go."""
         t = self.table
         t.misses[unmatched] += 1
         t.state[unmatched & (t.state == CONFIRMED)] = LOST
-        drop = unmatched & (t.state == TENTATIVE)
+        drop = (unmatched & (t.state == TENTATIVE)) | copies
         cap = self.settings.max_lost_frames
         if cap is not None:
             drop |= (t.state == LOST) & (t.misses > cap)
@@ -159,6 +168,40 @@ class ByteTracker:
         self.kalman.select(keep)
         return gone
 
+    def _copies(self, det_of: I64, boxes: F64, scores: F64, grid: Tensor | None) -> I64:
+        """Rows of tracks following a second report of an object an older track follows.
+
+        Two tracks can grow on one object when a detector reports it as two
+        classes and the copy was not caught at its start (it overlapped less
+        then, or the object's track was lost): whenever two tracks' detections
+        overlap by ``duplicate_iou`` or more, the younger one goes.
+        """
+        rows = np.flatnonzero(det_of >= 0)
+        if len(rows) < 2:
+            return rows[:0]
+        dets = det_of[rows]
+        r, c, iou = self._overlap(dets, dets, boxes, grid)
+        ids = self.table.ids[rows]
+        younger = np.where(ids[r] > ids[c], r, c)
+        # Two objects crossing overlap too, but move apart; a copy moves with
+        # its object (or is too young to know).
+        m = self.kalman.mean[rows]
+        size = np.maximum(m[r, 2:4].max(axis=1), m[c, 2:4].max(axis=1))
+        together = np.linalg.norm(m[r, 4:6] - m[c, 4:6], axis=1) <= COPY_SPEED * size
+        young = self.table.state[rows[younger]] == TENTATIVE
+        pair = (iou >= self.settings.duplicate_iou) & (r != c) & (together | young)
+        return np.unique(rows[younger[pair]])
+
+    def _overlap(self, a: I64, b: I64, boxes: F64, grid: Tensor | None) -> tuple[I64, I64, F64]:
+        """Overlapping pairs of detections ``a`` and ``b``: box IoU, or grid-mask IoU."""
+        r, c, iou = overlap_pairs(boxes[a], boxes[b])
+        if grid is not None and len(r):
+            ga, gb = grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])]
+            inter = (ga & gb).flatten(1).sum(1).double()
+            union = ga.flatten(1).sum(1).double() + gb.flatten(1).sum(1).double() - inter
+            iou = (inter / union.clamp(min=1)).numpy()
+        return r, c, iou
+
     def _not_duplicates(
         self, cands: I64, taken: I64, boxes: F64, scores: F64, grid: Tensor | None
     ) -> I64:
@@ -172,20 +215,10 @@ class ByteTracker:
         if len(cands) == 0:
             return cands
         order = cands[np.argsort(-scores[cands], kind="stable")]
-
-        def overlap(a: I64, b: I64) -> tuple[I64, I64, F64]:
-            r, c, iou = overlap_pairs(boxes[a], boxes[b])
-            if grid is not None and len(r):
-                ga, gb = grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])]
-                inter = (ga & gb).flatten(1).sum(1).double()
-                union = ga.flatten(1).sum(1).double() + gb.flatten(1).sum(1).double() - inter
-                iou = (inter / union.clamp(min=1)).numpy()
-            return r, c, iou
-
-        r, _, iou = overlap(order, taken)
+        r, _, iou = self._overlap(order, taken, boxes, grid)
         free = np.ones(len(order), bool)
         free[r[iou >= limit]] = False
-        r, c, iou = overlap(order, order)
+        r, c, iou = self._overlap(order, order, boxes, grid)
         close = (iou >= limit) & (c < r)  # c: a surer candidate than r
         for i, j in zip(r[close].tolist(), c[close].tolist(), strict=True):
             if free[j]:

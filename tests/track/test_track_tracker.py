@@ -321,6 +321,34 @@ def test_an_object_reported_twice_starts_one_track() -> None:
     assert d2.ids() == [1, 2, 3]
 
 
+def test_a_copy_that_became_a_track_is_removed() -> None:
+    # The object's track is lost for a frame; it comes back reported twice,
+    # the copy overlapping too little to be caught at its start.
+    d = Driver()
+    for f in range(3):
+        d.step([[10 + 2 * f, 10, 40 + 2 * f, 40]], labels=[1])
+    d.step([])
+    d.step([[18, 10, 48, 40], [18, 10, 48, 55]], scores=[0.9, 0.8], labels=[1, 2])
+    assert d.ids() == [1, -1] and len(d.stage.tracks("cam")) == 2  # copy: tentative
+    for f in range(3):
+        x = 20 + 2 * f
+        d.step([[x, 10, x + 30, 40], [x, 10, x + 30, 41]], scores=[0.9, 0.8], labels=[1, 2])
+        assert d.ids() == [1, -1]
+    assert [t.track_id for t in d.stage.tracks("cam")] == [1]
+
+
+def test_objects_crossing_head_on_are_not_taken_for_copies() -> None:
+    # Boxes that coincide mid-way, but the tracks move apart: both stay.
+    d = Driver()
+    a = walk(10, 30, 8, 20, size=24)
+    b = walk(170, 30, -8, 20, size=24)
+    seen = set()
+    for f in range(20):
+        d.step([a[f], b[f]], scores=[0.9, 0.85], labels=[1, 2])
+        seen.update(d.ids())
+    assert sorted(d.ids()) == [1, 2] and seen == {-1, 1, 2}
+
+
 @pytest.mark.parametrize(("n", "m"), [(7, 5), (60, 80), (1, 1), (0, 3)])
 def test_box_iou_matches_the_ops_reference(n: int, m: int) -> None:
     rng = np.random.default_rng(n)
