@@ -77,7 +77,15 @@ class TrackingConfig(StrictModel):
         gt=0,
         le=1,
         description="an unmatched detection overlapping a tracked or surer one this much "
-        "(box IoU) starts no track: a second detection of the same object",
+        "(box IoU, or grid-mask IoU) starts no track: a second report of the same object; "
+        "1 turns copy handling off",
+    )
+    duplicate_frames: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="a younger track overlapping an older one by duplicate_iou in this many "
+        "frames in a row is a copy of the same object and is removed",
     )
     fuse_score: bool = Field(
         default=False, description="first round cost is 1 - IoU * score (ByteTrack's fuse_score)"

@@ -26,7 +26,8 @@ class TrackTable:
     score-weighted class votes), ``first_seen`` / ``last_seen`` (capture
     time, s), ``first_box`` / ``prev_box`` / ``last_box`` (``(T, 4)`` xyxy
     observed boxes; ``prev_box`` NaN until a second observation), ``det``
-    (detection index in the current frame, -1 when unmatched), and for mask
+    (detection index in the current frame, -1 when unmatched), ``shadowed``
+    (frames in a row its detection overlapped an older track's), and for mask
     matching ``grid`` (``(T, h, w)`` bool), ``has_grid`` and ``grid_xy``
     (box centre when that mask was seen).
     """
@@ -44,6 +45,7 @@ class TrackTable:
         self.prev_box: F64 = np.zeros((0, 4))
         self.last_box: F64 = np.zeros((0, 4))
         self.det: I64 = np.zeros(0, np.int64)
+        self.shadowed: I64 = np.zeros(0, np.int64)
         self.grid: Tensor | None = None
         self.has_grid: NDArray[np.bool_] = np.zeros(0, bool)
         self.grid_xy: F64 = np.zeros((0, 2))
@@ -51,7 +53,7 @@ class TrackTable:
 
     _ARRAYS = (
         "ids", "state", "hits", "misses", "score", "votes", "first_seen", "last_seen",
-        "first_box", "prev_box", "last_box", "det", "has_grid", "grid_xy",
+        "first_box", "prev_box", "last_box", "det", "shadowed", "has_grid", "grid_xy",
     )  # fmt: skip
 
     def __len__(self) -> int:
@@ -73,7 +75,8 @@ class TrackTable:
             "misses": np.zeros(k, np.int64), "score": scores.astype(np.float64), "votes": votes,
             "first_seen": np.full(k, now), "last_seen": np.full(k, now), "first_box": boxes,
             "prev_box": nan, "last_box": boxes, "det": np.full(k, -1, np.int64),
-            "has_grid": np.zeros(k, bool), "grid_xy": np.zeros((k, 2)),
+            "shadowed": np.zeros(k, np.int64), "has_grid": np.zeros(k, bool),
+            "grid_xy": np.zeros((k, 2)),
         }  # fmt: skip
         for name, value in rows.items():
             setattr(self, name, np.concatenate((getattr(self, name), value)))

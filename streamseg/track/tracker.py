@@ -41,9 +41,6 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 TENTATIVE, CONFIRMED, LOST = 0, 1, 2
-# Tracks whose velocities differ by less than this (box sizes per second) and
-# whose detections overlap by ``duplicate_iou`` follow one object.
-COPY_SPEED = 1.0
 TIME_EPS = 1e-6  # seconds: slack for float rounding of unix-time differences
 
 
@@ -121,7 +118,7 @@ class ByteTracker:
         det_of[tentative[r]] = high_left[c]
         high_left = np.delete(high_left, c)
 
-        copies = self._copies(det_of, boxes, scores, grid)
+        copies = self._copies(det_of, boxes, grid)
         det_of[copies] = -1
         matched = np.flatnonzero(det_of >= 0)
         t.det[matched] = det_of[matched]
@@ -168,29 +165,26 @@ class ByteTracker:
         self.kalman.select(keep)
         return gone
 
-    def _copies(self, det_of: I64, boxes: F64, scores: F64, grid: Tensor | None) -> I64:
-        """Rows of tracks following a second report of an object an older track follows.
+    def _copies(self, det_of: I64, boxes: F64, grid: Tensor | None) -> I64:
+        """Rows of tracks that have followed a second report of an older track's object.
 
         Two tracks can grow on one object when a detector reports it as two
         classes and the copy was not caught at its start (it overlapped less
-        then, or the object's track was lost): whenever two tracks' detections
-        overlap by ``duplicate_iou`` or more, the younger one goes.
+        then, or the object's track was lost). A younger track whose
+        detection has overlapped an older track's by ``duplicate_iou`` in
+        each of the last ``duplicate_frames`` frames is such a copy; objects
+        that pass or cross each other overlap that much only briefly.
         """
+        t = self.table
         rows = np.flatnonzero(det_of >= 0)
-        if len(rows) < 2:
-            return rows[:0]
-        dets = det_of[rows]
-        r, c, iou = self._overlap(dets, dets, boxes, grid)
-        ids = self.table.ids[rows]
-        younger = np.where(ids[r] > ids[c], r, c)
-        # Two objects crossing overlap too, but move apart; a copy moves with
-        # its object (or is too young to know).
-        m = self.kalman.mean[rows]
-        size = np.maximum(m[r, 2:4].max(axis=1), m[c, 2:4].max(axis=1))
-        together = np.linalg.norm(m[r, 4:6] - m[c, 4:6], axis=1) <= COPY_SPEED * size
-        young = self.table.state[rows[younger]] == TENTATIVE
-        pair = (iou >= self.settings.duplicate_iou) & (r != c) & (together | young)
-        return np.unique(rows[younger[pair]])
+        shadowed = np.zeros(len(t), bool)
+        if len(rows) >= 2:
+            r, c, iou = self._overlap(det_of[rows], det_of[rows], boxes, grid)
+            ids = t.ids[rows]
+            pair = (iou >= self.settings.duplicate_iou) & (ids[r] > ids[c])
+            shadowed[rows[r[pair]]] = True
+        t.shadowed = np.where(shadowed, t.shadowed + 1, 0)
+        return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
 
     def _overlap(self, a: I64, b: I64, boxes: F64, grid: Tensor | None) -> tuple[I64, I64, F64]:
         """Overlapping pairs of detections ``a`` and ``b``: box IoU, or grid-mask IoU."""

@@ -324,16 +324,19 @@ def test_an_object_reported_twice_starts_one_track() -> None:
 def test_a_copy_that_became_a_track_is_removed() -> None:
     # The object's track is lost for a frame; it comes back reported twice,
     # the copy overlapping too little to be caught at its start.
-    d = Driver()
+    d = Driver(duplicate_frames=4)
     for f in range(3):
         d.step([[10 + 2 * f, 10, 40 + 2 * f, 40]], labels=[1])
     d.step([])
     d.step([[18, 10, 48, 40], [18, 10, 48, 55]], scores=[0.9, 0.8], labels=[1, 2])
-    assert d.ids() == [1, -1] and len(d.stage.tracks("cam")) == 2  # copy: tentative
-    for f in range(3):
+    assert d.ids() == [1, -1] and len(d.stage.tracks("cam")) == 2  # the copy: tentative
+    got = []
+    for f in range(5):
         x = 20 + 2 * f
         d.step([[x, 10, x + 30, 40], [x, 10, x + 30, 41]], scores=[0.9, 0.8], labels=[1, 2])
-        assert d.ids() == [1, -1]
+        got.append(d.ids())
+    # confirmed at its 2nd hit, removed after 4 frames in a row over track 1
+    assert got == [[1, 2], [1, 2], [1, 2], [1, -1], [1, -1]]
     assert [t.track_id for t in d.stage.tracks("cam")] == [1]
 
 
