@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev]"
 
-debs=(redis-server ffmpeg)
+debs=(redis-server ffmpeg g++)  # g++ builds the native ops on first use
 if [ -n "$extras" ]; then
   debs+=(openssl gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
          gstreamer1.0-plugins-base gstreamer1.0-plugins-good

@@ -16,13 +16,11 @@ import torch
 from torch import Tensor
 
 from streamseg.ingest import PacketReader, SourceError, open_source, parse_source_url
+from streamseg.ingest.dali import DaliDecoder, remux_matroska
 from streamseg.ingest.decoders import PyAVDecoder
 from tests.support.rtsp import RtspServer
 from tests.support.sources import SourceRunner
 from tests.support.video import write_h264
-
-dali = pytest.importorskip("nvidia.dali", reason="install the dali extra: nvidia-dali-cuda120")
-from streamseg.ingest.dali import DaliDecoder, remux_matroska  # noqa: E402
 
 
 def write_vp9(path: Path, *, frames: int = 30, fps: int = 15, gop: int = 10) -> Path:

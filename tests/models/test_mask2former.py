@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-pytest.importorskip("transformers")
-
 from transformers.models.mask2former.modeling_mask2former import (
     Mask2FormerForUniversalSegmentation,
 )
@@ -180,7 +177,8 @@ def test_weights_file_roundtrip_and_strict_errors(pair, tmp_path) -> None:
 
 
 def test_safetensors_and_unreadable_files(pair, tmp_path) -> None:
-    safetensors = pytest.importorskip("safetensors.torch")
+    import safetensors.torch as safetensors
+
     hf, _ = pair
     path = tmp_path / "model.safetensors"
     safetensors.save_file({k: v.contiguous() for k, v in hf.state_dict().items()}, str(path))
@@ -252,7 +250,6 @@ def test_loss_matches_transformers_with_same_random_points(pair) -> None:
 
 def test_loads_hub_layout_written_by_save_pretrained(pair, tmp_path) -> None:
     """``save_pretrained`` writes hub (transformers-4) key names; outputs stay identical."""
-    pytest.importorskip("safetensors")
     from safetensors.torch import load_file, save_file
 
     hf, ours = pair

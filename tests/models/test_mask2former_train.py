@@ -8,8 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-
 from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.models.mask2former.build import mask2former_tiny
 from streamseg.train.data import Sample, SyntheticDataset

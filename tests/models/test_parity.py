@@ -11,7 +11,6 @@ detections and masks.
 from __future__ import annotations
 
 import math
-import os
 import zlib
 from functools import cache
 from pathlib import Path
@@ -33,11 +32,8 @@ STD = (0.229, 0.224, 0.225)
 pytestmark = pytest.mark.slow
 
 # Each case runs an R50-FPN at 800x1216 with the reference ops (10-40 s on a
-# 2-core CPU). Two cases cover both models, both resize kinds (x2 and a
-# fractional scale) and both ways of comparing; the other two run with
-# STREAMSEG_FULL_PARITY=1.
-FULL = os.environ.get("STREAMSEG_FULL_PARITY") == "1"
-_EXTRA = pytest.mark.skipif(not FULL, reason="set STREAMSEG_FULL_PARITY=1 to run every case")
+# 2-core CPU): both models on both photographs (both resize kinds, x2 and a
+# fractional scale).
 
 
 def rebuilt_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -140,10 +136,10 @@ def match_detections(got: Instances, boxes: torch.Tensor, labels: torch.Tensor) 
 @pytest.mark.parametrize(
     ("arch", "name"),
     [
-        pytest.param("maskrcnn_r50_fpn", "coffee", marks=_EXTRA),
+        ("maskrcnn_r50_fpn", "coffee"),
         ("maskrcnn_r50_fpn", "chelsea"),
         ("maskrcnn_r50_fpn_v2", "coffee"),
-        pytest.param("maskrcnn_r50_fpn_v2", "chelsea", marks=_EXTRA),
+        ("maskrcnn_r50_fpn_v2", "chelsea"),
     ],
 )
 def test_matches_torchvision(arch: str, name: str) -> None:

@@ -8,16 +8,8 @@ import pytest
 import torch
 
 from streamseg.cli import main
-from streamseg.ops import _native
 
 pytestmark = pytest.mark.usefixtures("native")
-
-
-@pytest.fixture
-def native() -> None:
-    if _native.mode() == "reference":
-        pytest.skip("STREAMSEG_OPS=reference: no native kernels to time")
-    assert "cpu" in _native.load(), _native.status()
 
 
 def test_bench_ops_quick_json(capsys: pytest.CaptureFixture[str]) -> None:

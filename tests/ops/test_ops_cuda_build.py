@@ -76,9 +76,11 @@ def compile_one(source: Path, cache: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not NVCC.is_file(), reason=f"nvcc not found at {NVCC} (set STREAMSEG_NVCC)")
-@pytest.mark.skipif(shutil.which("c++") is None, reason="nvcc needs a host C++ compiler")
 def test_every_cuda_source_compiles_for_sm80_and_sm90() -> None:
+    assert NVCC.is_file(), (
+        f"nvcc not found at {NVCC}: install the CUDA toolkit or set STREAMSEG_NVCC"
+    )
+    assert shutil.which("c++"), "nvcc needs a host C++ compiler: run scripts/setup.sh"
     assert {p.parent.name for p in CU_FILES} == {
         "nms",
         "roi_align",

@@ -27,14 +27,7 @@ from tests.ops.test_ops_paste import FRAME
 from tests.ops.test_ops_rle import CASES as RLE_CASES
 from tests.ops.test_ops_roi_align import ROI_CASES, fpn
 
-
-@pytest.fixture(scope="module", autouse=True)
-def native() -> None:
-    if shutil.which("c++") is None:
-        pytest.skip("no C++ compiler on this machine: the native ops cannot be built")
-    if _native.mode() == "reference":
-        pytest.skip("STREAMSEG_OPS=reference")
-    assert "cpu" in _native.load(), _native.status()
+pytestmark = pytest.mark.usefixtures("native")
 
 
 N = torch.ops.streamseg

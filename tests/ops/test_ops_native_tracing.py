@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,21 +12,11 @@ import pytest
 import torch
 
 from streamseg import ops
-from streamseg.ops import _native
 from streamseg.ops import reference as ref
 
 REPO = Path(__file__).resolve().parents[2]
 N = torch.ops.streamseg
 W = (10.0, 10.0, 5.0, 5.0)
-
-
-@pytest.fixture(scope="module")
-def native() -> None:
-    if shutil.which("c++") is None:
-        pytest.skip("no C++ compiler on this machine: the native ops cannot be built")
-    if _native.mode() == "reference":
-        pytest.skip("STREAMSEG_OPS=reference")
-    assert "cpu" in _native.load(), _native.status()
 
 
 def detections() -> tuple[torch.Tensor, ...]:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
-
 from streamseg.segment import Segmenter
 from streamseg.segment.dense import dense_parts
 from tests.conftest import run_cli

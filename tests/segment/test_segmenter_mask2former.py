@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-
 from streamseg.config import load_pipeline
 from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.models.checkpoint import CheckpointError

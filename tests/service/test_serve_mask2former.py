@@ -19,8 +19,6 @@ from streamseg.schemas import load_schema
 from tests.support.serve import ServeProcess, detections, service_pipeline, summary
 from tests.support.servers import RedisServer
 
-pytest.importorskip("transformers")
-
 pytestmark = pytest.mark.slow
 
 

@@ -137,7 +137,7 @@ def test_exported_synthetic_coco_scores_one_against_the_generator(
 
 def test_faster_coco_eval_agrees_with_pycocotools() -> None:
     """Noisy detections (shifted, eroded, false positives): both libraries give the same AP."""
-    pycoco = pytest.importorskip("pycocotools.cocoeval")
+    import pycocotools.cocoeval as pycoco
     from pycocotools.coco import COCO
 
     ds, names = _synthetic(frames=8)

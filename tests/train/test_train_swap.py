@@ -7,15 +7,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import torch
 
+import streamseg.segment.segmenter as segment
 from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.train.swap import SwapController
 from streamseg.types import Frame, FrameBatch, Instances
-
-segment = pytest.importorskip("streamseg.segment.segmenter", reason="Segmenter not merged yet")
 
 NAMES = ["__background__", "disc", "square", "triangle", "star"]
 OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
