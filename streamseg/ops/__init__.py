@@ -257,6 +257,17 @@ def box_iou(a: Tensor, b: Tensor) -> Tensor:
     return _ref.box_iou(a, b)
 
 
+def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:
+    """Check the arguments of a mask paste; the frame's ``(h, w)``."""
+    _check(
+        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
+        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
+    )
+    _check_boxes(boxes)
+    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
+    return int(image_size[0]), int(image_size[1])
+
+
 def paste_masks(
     masks: Tensor, boxes: Tensor, image_size: tuple[int, int], padding: int = 1
 ) -> Tensor:
@@ -272,13 +283,7 @@ def paste_masks(
         ``(N, h, w)`` float probabilities (0 outside the boxes); threshold
         them (e.g. ``> 0.5``) for bool masks.
     """
-    _check(
-        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
-        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
-    )
-    _check_boxes(boxes)
-    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
-    h, w = int(image_size[0]), int(image_size[1])
+    h, w = _check_paste(masks, boxes, image_size)
     if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
         return torch.ops.streamseg.paste_masks(masks, boxes, h, w, int(padding))
     return _ref.paste_masks(masks, boxes, (h, w), int(padding))
@@ -306,13 +311,7 @@ def paste_masks_binary(
     Returns:
         ``(N, h, w)`` bool.
     """
-    _check(
-        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
-        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
-    )
-    _check_boxes(boxes)
-    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
-    h, w = int(image_size[0]), int(image_size[1])
+    h, w = _check_paste(masks, boxes, image_size)
     if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
         return torch.ops.streamseg.paste_masks_binary(
             masks, boxes, h, w, int(padding), float(threshold)

@@ -111,7 +111,8 @@ def _multiscale(rois: int, channels: int, device: torch.device, tv: Any) -> Work
     )
 
 
-def _paste(n: int, device: torch.device, tv: Any) -> Workload:
+def _paste(n: int, device: torch.device, tv: Any, threshold: float | None = None) -> Workload:
+    """Pasting ``n`` 28x28 masks into a 720p frame: probabilities, or thresholded."""
     boxes, _ = detections(n, seed=4)
     boxes = boxes.to(device)
     masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5)).to(device)
@@ -120,36 +121,24 @@ def _paste(n: int, device: torch.device, tv: Any) -> Workload:
         from torchvision.models.detection.roi_heads import paste_masks_in_image
 
         def theirs() -> Tensor:
-            out: Tensor = paste_masks_in_image(masks[:, None], boxes, FRAME, padding=1)
-            return out[:, 0]
+            out: Tensor = paste_masks_in_image(masks[:, None], boxes, FRAME, padding=1)[:, 0]
+            return out if threshold is None else out > threshold
 
-    return Workload(
-        f"paste_masks_{n}",
-        {"masks": n, "mask_size": 28, "frame": list(FRAME)},
-        lambda: ops.paste_masks(masks, boxes, FRAME),
-        lambda: ref.paste_masks(masks, boxes, FRAME),
-        _close,
-        theirs,
-    )
-
-
-def _paste_binary(n: int, device: torch.device, tv: Any) -> Workload:
-    boxes, _ = detections(n, seed=4)
-    boxes = boxes.to(device)
-    masks = torch.rand(n, 28, 28, generator=torch.Generator().manual_seed(5)).to(device)
-    theirs = None
-    if tv:
-        from torchvision.models.detection.roi_heads import paste_masks_in_image
-
-        def theirs() -> Tensor:
-            out: Tensor = paste_masks_in_image(masks[:, None], boxes, FRAME, padding=1)
-            return out[:, 0] > 0.5
-
+    params: dict[str, Any] = {"masks": n, "mask_size": 28, "frame": list(FRAME)}
+    if threshold is None:
+        return Workload(
+            f"paste_masks_{n}",
+            params,
+            lambda: ops.paste_masks(masks, boxes, FRAME),
+            lambda: ref.paste_masks(masks, boxes, FRAME),
+            _close,
+            theirs,
+        )
     return Workload(
         f"paste_masks_binary_{n}",
-        {"masks": n, "mask_size": 28, "frame": list(FRAME), "threshold": 0.5},
-        lambda: ops.paste_masks_binary(masks, boxes, FRAME, 0.5),
-        lambda: ref.paste_masks_binary(masks, boxes, FRAME, 0.5),
+        {**params, "threshold": threshold},
+        lambda: ops.paste_masks_binary(masks, boxes, FRAME, threshold),
+        lambda: ref.paste_masks_binary(masks, boxes, FRAME, threshold),
         torch.equal,
         theirs,
     )
@@ -196,7 +185,7 @@ def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[
             _batched_nms(200, 5, dev, tv),
             _multiscale(50, 8, dev, tv),
             _paste(5, dev, tv),
-            _paste_binary(5, dev, tv),
+            _paste(5, dev, tv, threshold=0.5),
             _rle(5, dev),
         ]
     return [
@@ -205,7 +194,7 @@ def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[
         _batched_nms(2000, 80, dev, tv),
         _multiscale(1000, 256, dev, tv),
         _paste(100, dev, tv),
-        _paste_binary(100, dev, tv),
+        _paste(100, dev, tv, threshold=0.5),
         _rle(100, dev),
         _decode(1000, 91, dev),
     ]

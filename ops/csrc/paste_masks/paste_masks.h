@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
 
 #include <cmath>
 #include <cstdint>
@@ -27,6 +28,19 @@ at::Tensor paste_masks_cpu(
 at::Tensor paste_masks_binary_cpu(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding, double threshold);
+
+// Shapes and sizes every paste entry point accepts (CPU and CUDA).
+inline void check_paste_args(
+    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
+    int64_t padding) {
+  TORCH_CHECK(
+      masks.dim() == 3 && masks.size(1) == masks.size(2),
+      "masks must be (N, M, M), got ", masks.sizes());
+  TORCH_CHECK(
+      boxes.dim() == 2 && boxes.size(1) == 4 && boxes.size(0) == masks.size(0),
+      "boxes must be (N, 4) with N masks, got ", boxes.sizes());
+  TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
+}
 
 #ifdef STREAMSEG_WITH_CUDA
 at::Tensor paste_masks_cuda(

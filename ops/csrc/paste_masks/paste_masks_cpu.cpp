@@ -79,18 +79,6 @@ void paste_kernel(
   });
 }
 
-void check_paste_args(
-    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
-    int64_t padding) {
-  TORCH_CHECK(
-      masks.dim() == 3 && masks.size(1) == masks.size(2),
-      "masks must be (N, M, M), got ", masks.sizes());
-  TORCH_CHECK(
-      boxes.dim() == 2 && boxes.size(1) == 4 && boxes.size(0) == masks.size(0),
-      "boxes must be (N, 4) with N masks, got ", boxes.sizes());
-  TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
-}
-
 }  // namespace
 
 std::vector<int64_t> paste_boxes_cpu(const at::Tensor& boxes_in, int64_t mask_size, int64_t padding) {

@@ -81,17 +81,11 @@ at::Tensor int_boxes_cuda(const at::Tensor& boxes_in, int64_t m, int64_t padding
   return int_boxes;
 }
 
-void check_paste_args(
+void check_cuda_paste_args(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding) {
   TORCH_CHECK(masks.is_cuda() && boxes.is_cuda(), "masks and boxes must be CUDA tensors");
-  TORCH_CHECK(
-      masks.dim() == 3 && masks.size(1) == masks.size(2),
-      "masks must be (N, M, M), got ", masks.sizes());
-  TORCH_CHECK(
-      boxes.dim() == 2 && boxes.size(1) == 4 && boxes.size(0) == masks.size(0),
-      "boxes must be (N, 4) with N masks, got ", boxes.sizes());
-  TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
+  check_paste_args(masks, boxes, height, width, padding);
 }
 
 // Pastes into `out` (N, h, w): probabilities (binary = false) or their
@@ -128,7 +122,7 @@ void paste_into(
 at::Tensor paste_masks_cuda(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding) {
-  check_paste_args(masks, boxes, height, width, padding);
+  check_cuda_paste_args(masks, boxes, height, width, padding);
   c10::cuda::CUDAGuard guard(masks.device());
   at::Tensor out = at::empty({masks.size(0), height, width}, masks.options());
   if (out.numel() > 0) paste_into(masks, boxes, padding, false, 0.0, out);
@@ -138,7 +132,7 @@ at::Tensor paste_masks_cuda(
 at::Tensor paste_masks_binary_cuda(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding, double threshold) {
-  check_paste_args(masks, boxes, height, width, padding);
+  check_cuda_paste_args(masks, boxes, height, width, padding);
   c10::cuda::CUDAGuard guard(masks.device());
   at::Tensor out = at::empty({masks.size(0), height, width}, masks.options().dtype(at::kBool));
   if (out.numel() > 0) paste_into(masks, boxes, padding, true, threshold, out);
