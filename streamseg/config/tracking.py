@@ -78,7 +78,7 @@ class TrackingConfig(StrictModel):
         le=1,
         description="an unmatched detection overlapping a tracked or surer one this much "
         "(box IoU, or grid-mask IoU) starts no track: a second report of the same object; "
-        "1 turns copy handling off",
+        "1 limits copy handling to identical boxes",
     )
     duplicate_frames: int = Field(
         default=10,

@@ -6,7 +6,7 @@
 * :class:`MaskGrid` — masks reduced to a coarse grid once per frame, and
   :func:`mask_iou` — pairwise IoU of grid masks, computed only for pairs
   whose boxes overlap, with each track's mask shifted by its predicted
-  motion.
+  motion; :func:`grid_iou` — the IoU of given pairs of grid masks.
 * :func:`assign` — optimal one-to-one assignment of allowed pairs
   (``scipy.optimize.linear_sum_assignment``) on only the pairs that
   compete, split into independent groups when there are many.
@@ -24,7 +24,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
-__all__ = ["MaskGrid", "assign", "box_iou", "mask_iou", "overlap_pairs"]
+__all__ = ["MaskGrid", "assign", "box_iou", "grid_iou", "mask_iou", "overlap_pairs"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -117,11 +117,14 @@ def mask_iou(track_masks: Tensor, shifts: F64, det_masks: Tensor, rows: I64, col
     used = np.unique(rows)
     moved = _shift(track_masks[torch.from_numpy(used)], rounded[used, 0], rounded[used, 1])
     a = moved[torch.from_numpy(np.searchsorted(used, rows))]
-    b = det_masks[torch.from_numpy(cols)]
+    return grid_iou(a, det_masks[torch.from_numpy(cols)])
+
+
+def grid_iou(a: Tensor, b: Tensor) -> F64:
+    """IoU ``(K,)`` of bool grid masks ``a[k]`` and ``b[k]`` (``(K, h, w)``; 0 when both empty)."""
     inter = (a & b).flatten(1).sum(1).double()
     union = a.flatten(1).sum(1).double() + b.flatten(1).sum(1).double() - inter
-    iou = torch.where(union > 0, inter / union.clamp(min=1), torch.zeros_like(inter))
-    out: F64 = iou.numpy()
+    out: F64 = (inter / union.clamp(min=1)).numpy()
     return out
 
 

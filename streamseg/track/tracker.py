@@ -31,7 +31,7 @@ from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.kalman import KalmanBoxes
-from streamseg.track.matching import MaskGrid, assign, mask_iou, overlap_pairs
+from streamseg.track.matching import MaskGrid, assign, grid_iou, mask_iou, overlap_pairs
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 
@@ -190,10 +190,7 @@ class ByteTracker:
         """Overlapping pairs of detections ``a`` and ``b``: box IoU, or grid-mask IoU."""
         r, c, iou = overlap_pairs(boxes[a], boxes[b])
         if grid is not None and len(r):
-            ga, gb = grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])]
-            inter = (ga & gb).flatten(1).sum(1).double()
-            union = ga.flatten(1).sum(1).double() + gb.flatten(1).sum(1).double() - inter
-            iou = (inter / union.clamp(min=1)).numpy()
+            iou = grid_iou(grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])])
         return r, c, iou
 
     def _not_duplicates(
