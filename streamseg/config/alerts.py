@@ -31,6 +31,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from streamseg.geometry import ANCHORS, Anchor
 from streamseg.config.base import StrictModel
 
 __all__ = [
@@ -48,29 +49,6 @@ __all__ = [
 ]
 
 Coordinates = Literal["pixels", "normalized"]
-Anchor = Literal[
-    "center",
-    "bottom_center",
-    "top_center",
-    "left_center",
-    "right_center",
-    "top_left",
-    "top_right",
-    "bottom_left",
-    "bottom_right",
-]
-# Where each anchor sits in its box, as fractions (fx, fy) of width and height.
-ANCHORS: dict[str, tuple[float, float]] = {
-    "center": (0.5, 0.5),
-    "bottom_center": (0.5, 1.0),
-    "top_center": (0.5, 0.0),
-    "left_center": (0.0, 0.5),
-    "right_center": (1.0, 0.5),
-    "top_left": (0.0, 0.0),
-    "top_right": (1.0, 0.0),
-    "bottom_left": (0.0, 1.0),
-    "bottom_right": (1.0, 1.0),
-}
 Point = tuple[float, float]
 ZoneKind = Literal["enter", "exit"]
 LineKind = Literal["line_in", "line_out"]

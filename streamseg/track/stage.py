@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from opentelemetry import metrics
 
-from streamseg.alert.engine import CameraRules
+from streamseg.track.rules.engine import CameraRules
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.given import GivenIdTracker

@@ -2,9 +2,9 @@
 
 Instruments (the runtime installs the providers and exporters):
 
-* ``streamseg.alert.events`` (counter; ``camera``, ``rule``, ``kind``):
+* ``streamseg.track.rules.events`` (counter; ``camera``, ``rule``, ``kind``):
   events emitted, so ``line_in`` / ``line_out`` give running line counts;
-* ``streamseg.alert.occupancy`` (gauge; ``camera``, ``rule``, ``zone``):
+* ``streamseg.track.rules.occupancy`` (gauge; ``camera``, ``rule``, ``zone``):
   confirmed tracks inside each zone rule's zone;
 * ``streamseg.track.started`` (counter; ``camera``): tracks confirmed;
 * ``streamseg.track.active`` (gauge; ``camera``, ``state``): live tracks
@@ -38,17 +38,17 @@ class Instruments:
     """The counters stages add to, and the gauges' shared callbacks."""
 
     def __init__(self, provider: metrics.MeterProvider | None = None) -> None:
-        alert = metrics.get_meter("streamseg.alert", meter_provider=provider)
+        alert = metrics.get_meter("streamseg.track.rules", meter_provider=provider)
         track = metrics.get_meter("streamseg.track", meter_provider=provider)
         self.events = alert.create_counter(
-            "streamseg.alert.events", "{event}", "alert events emitted (camera, rule, kind)"
+            "streamseg.track.rules.events", "{event}", "alert events emitted (camera, rule, kind)"
         )
         self.started = track.create_counter(
             "streamseg.track.started", "{track}", "tracks confirmed (camera)"
         )
         self.stages: weakref.WeakSet[Any] = weakref.WeakSet()
         alert.create_observable_gauge(
-            "streamseg.alert.occupancy",
+            "streamseg.track.rules.occupancy",
             callbacks=[self._occupancy],
             unit="{track}",
             description="confirmed tracks inside each zone rule's zone (camera, rule, zone)",

@@ -85,7 +85,7 @@ class TrackView:
 
     def anchors(self, anchor: str, which: str = "boxes") -> F64:
         """``(K, 2)`` anchor points of ``boxes`` (or ``prev_boxes`` / ``first_boxes``)."""
-        from streamseg.alert.geometry import anchor_points
+        from streamseg.geometry import anchor_points
 
         out: F64 = self.memo(
             ("anchors", anchor, which), lambda: anchor_points(getattr(self, which), anchor)

@@ -8,18 +8,18 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.alert.base import RuleBase, class_ids
-from streamseg.alert.geometry import Polygon, Segment
-from streamseg.alert.lines import LineRule
-from streamseg.alert.membership import Membership
-from streamseg.alert.zones import CrowdingRule, DwellRule, ZoneRule
+from streamseg.track.rules.base import RuleBase, class_ids
+from streamseg.geometry import Polygon, Segment
+from streamseg.track.rules.lines import LineRule
+from streamseg.track.rules.membership import Membership
+from streamseg.track.rules.zones import CrowdingRule, DwellRule, ZoneRule
 from streamseg.config import alerts as cfg
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
 __all__ = ["CameraRules"]
 
-log = logging.getLogger("streamseg.alert")
+log = logging.getLogger("streamseg.track.rules")
 
 
 class CameraRules:

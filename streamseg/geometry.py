@@ -9,16 +9,40 @@ Distances are pixels. ``EPS`` absorbs float rounding in those tests.
 from __future__ import annotations
 
 import numpy as np
+from typing import Literal
+
 from numpy.typing import NDArray
 
-from streamseg.config.alerts import ANCHORS
-
-__all__ = ["EPS", "Polygon", "Segment", "anchor_points"]
+__all__ = ["ANCHORS", "EPS", "Anchor", "Polygon", "Segment", "anchor_points"]
 
 F64 = NDArray[np.float64]
 Bool = NDArray[np.bool_]
 
 EPS = 1e-6
+
+Anchor = Literal[
+    "center",
+    "bottom_center",
+    "top_center",
+    "left_center",
+    "right_center",
+    "top_left",
+    "top_right",
+    "bottom_left",
+    "bottom_right",
+]
+# Where each anchor sits in its box, as fractions (fx, fy) of width and height.
+ANCHORS: dict[str, tuple[float, float]] = {
+    "center": (0.5, 0.5),
+    "bottom_center": (0.5, 1.0),
+    "top_center": (0.5, 0.0),
+    "left_center": (0.0, 0.5),
+    "right_center": (1.0, 0.5),
+    "top_left": (0.0, 0.0),
+    "top_right": (1.0, 0.0),
+    "bottom_left": (0.0, 1.0),
+    "bottom_right": (1.0, 1.0),
+}
 
 
 def anchor_points(boxes: F64, anchor: str) -> F64:

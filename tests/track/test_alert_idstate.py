@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamseg.alert.idstate import IdState
+from streamseg.track.rules.idstate import IdState
 
 
 def test_idstate_matches_a_dict() -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from streamseg.alert.base import TIME_EPS, RuleBase
-from streamseg.alert.idstate import IdState
-from streamseg.alert.membership import IN, OUT, UNKNOWN, Membership
+from streamseg.track.rules.base import TIME_EPS, RuleBase
+from streamseg.track.rules.idstate import IdState
+from streamseg.track.rules.membership import IN, OUT, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.alert.base import RuleBase
-from streamseg.alert.geometry import EPS, Segment
-from streamseg.alert.idstate import IdState
+from streamseg.track.rules.base import RuleBase
+from streamseg.geometry import EPS, Segment
+from streamseg.track.rules.idstate import IdState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 

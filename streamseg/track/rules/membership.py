@@ -23,12 +23,12 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from streamseg.alert.geometry import Polygon
+from streamseg.geometry import Polygon
 from streamseg.track.view import TrackView
 
 __all__ = ["MASK_GRID", "Membership"]
 
-log = logging.getLogger("streamseg.alert")
+log = logging.getLogger("streamseg.track.rules")
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
