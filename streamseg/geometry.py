@@ -8,9 +8,9 @@ Distances are pixels. ``EPS`` absorbs float rounding in those tests.
 
 from __future__ import annotations
 
-import numpy as np
 from typing import Literal
 
+import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["ANCHORS", "EPS", "Anchor", "Polygon", "Segment", "anchor_points"]

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.config import ConfigError, load_pipeline
-    from streamseg.ingest.url import redact_url
+    from streamseg.redact import redact_url
 
     try:
         config = load_pipeline(args.pipeline)

@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _camera_url(pipeline: str, camera: str) -> tuple[str, Any]:
-    """The camera's URL and the ``record:`` section of ``pipeline``."""
+def _camera(pipeline: str, camera: str) -> tuple[Any, Any]:
+    """The camera's config entry and the ``record:`` section of ``pipeline``."""
     from streamseg.config import ConfigError, load_pipeline
 
     try:
@@ -50,13 +50,29 @@ def _camera_url(pipeline: str, camera: str) -> tuple[str, Any]:
     if camera not in cameras:
         known = ", ".join(sorted(cameras))
         raise UsageError(f"{pipeline} has no camera {camera!r} (cameras: {known})")
-    return cameras[camera].url, cfg.record
+    return cameras[camera], cfg.record
+
+
+def _reconnect_options(cam: Any) -> dict[str, Any]:
+    """The camera's reconnect policy and timeouts from pipeline.yaml, as ``serve`` uses them."""
+    from streamseg.ingest.policy import ReconnectPolicy
+
+    r = cam.reconnect
+    policy = ReconnectPolicy(
+        initial=r.initial_backoff, max_delay=r.max_backoff, jitter=min(r.jitter, 0.99)
+    )
+    return {
+        "reconnect": policy,
+        "connect_timeout": r.connect_timeout,
+        "read_timeout": r.read_timeout,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.config.record import RecordConfig
-    from streamseg.ingest.url import redact_url
-    from streamseg.train.recorder import record_camera
+    from streamseg.ingest.spec import SourceError
+    from streamseg.record.recorder import record_camera
+    from streamseg.redact import redact_url
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.duration <= 0:
@@ -67,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give PIPELINE (with --camera) or --url")
     record = RecordConfig()
     url = args.url
+    options: dict[str, Any] = {}
     if url is None:
-        url, section = _camera_url(args.pipeline, args.camera)
+        cam, section = _camera(args.pipeline, args.camera)
+        url, options = cam.url, _reconnect_options(cam)
         record = section if isinstance(section, RecordConfig) else record
-    if url.startswith("synthetic://"):
+    if url.strip().lower().startswith("synthetic:"):
         raise UsageError(
             f"camera {args.camera!r} is a synthetic scene: it has no packets to record "
             "(`streamseg synth` writes one to a video file)"
@@ -86,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             segment_s=args.segment_seconds or record.segment_s,
             container=args.container or record.container,
+            **options,
         )
+    except SourceError as exc:
+        print(f"streamseg: record failed: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILURE
     except OSError as exc:
         print(f"streamseg: record failed: {exc}", file=sys.stderr, flush=True)
         return EXIT_FAILURE

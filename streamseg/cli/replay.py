@@ -114,8 +114,8 @@ def _file_source(args: argparse.Namespace) -> Any:
 def _redis_source(args: argparse.Namespace, config: Any) -> Any:
     import redis
 
-    from streamseg.ingest.url import redact_url
     from streamseg.publish.connect import client_from_config, redis_client
+    from streamseg.redact import redact_url
     from streamseg.track.replay import redis_cameras, redis_messages
 
     prefix = args.prefix or config.redis.stream_prefix

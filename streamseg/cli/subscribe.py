@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from streamseg.ingest.url import redact_url
     from streamseg.publish.connect import redis_client
+    from streamseg.redact import redact_url
 
     if args.consumer and not args.group:
         raise UsageError("--consumer needs --group")

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from streamseg.ingest.url import redact_text, redact_url
+    from streamseg.redact import redact_text, redact_url
     from streamseg.train.swap import request_swap, status_key, wait_for_status
 
     weights = args.weights

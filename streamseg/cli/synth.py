@@ -55,7 +55,7 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _scene(args: argparse.Namespace) -> Any:
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     height, width = _size(args.size)
     if args.frames < 1:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} exists and is not a folder")
     if not 0 <= args.crf <= 51:
         raise UsageError(f"--crf must be 0..51, got {args.crf}")
-    from streamseg.ingest.synthetic_export import write_scene
+    from streamseg.synthetic.export import write_scene
 
     scene = _scene(args)
     video = not args.no_video

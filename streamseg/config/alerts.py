@@ -31,8 +31,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from streamseg.geometry import ANCHORS, Anchor
 from streamseg.config.base import StrictModel
+from streamseg.geometry import ANCHORS, Anchor
 
 __all__ = [
     "ANCHORS",

@@ -110,6 +110,6 @@ def check_camera_url(url: str) -> str:
 
 
 def _no_secret(message: str) -> str:
-    from streamseg.ingest.url import redact_text
+    from streamseg.redact import redact_text
 
     return redact_text(message)

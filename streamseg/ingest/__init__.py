@@ -2,7 +2,7 @@
 
 Entry point: ``open_source(camera_id=..., url=...) -> Source``; see
 ``docs/ingest.md``. Names are imported on first use, so importing this
-package (e.g. for ``streamseg.ingest.url.redact_url``) loads nothing heavy.
+package loads nothing heavy.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ __all__ = [
     "StreamInfo",
     "open_source",
     "parse_source_url",
-    "redact_url",
 ]
 
 _WHERE = {
@@ -35,7 +34,6 @@ _WHERE = {
     "open_source": "source",
     "SourceError": "spec",
     "parse_source_url": "spec",
-    "redact_url": "url",
 }
 
 if TYPE_CHECKING:
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
     from streamseg.ingest.policy import ReconnectPolicy
     from streamseg.ingest.source import Source, open_source
     from streamseg.ingest.spec import SourceError, parse_source_url
-    from streamseg.ingest.url import redact_url
 
 
 def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from streamseg.ingest.url import redact_text
+from streamseg.redact import redact_text
 
 __all__ = ["CameraHealth", "HealthState", "HealthTracker"]
 

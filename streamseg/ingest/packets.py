@@ -195,6 +195,9 @@ class PacketReader:
         loop: files: start again at the end.
         options: extra FFmpeg options (strings), on top of the URL's.
         health: tracker to report states to (one is made when ``None``).
+        fail_first: the first connection must succeed (``streamseg record``:
+            a wrong URL or password fails at once instead of retrying for ever);
+            once a session has opened, a live source reconnects as usual.
     """
 
     def __init__(
@@ -209,6 +212,7 @@ class PacketReader:
         loop: bool = False,
         options: dict[str, str] | None = None,
         health: HealthTracker | None = None,
+        fail_first: bool = False,
     ) -> None:
         if connect_timeout <= 0 or read_timeout <= 0:
             raise ValueError("connect_timeout and read_timeout must be > 0 seconds")
@@ -221,6 +225,7 @@ class PacketReader:
         self.loop = loop
         self.options = dict(options or {})
         self.health = health or HealthTracker(camera_id)
+        self.fail_first = fail_first
 
     def sessions(self, stop: threading.Event) -> Iterator[DemuxSession]:
         """Connections, one after the other; returns when done (see ``health``).
@@ -237,6 +242,7 @@ class PacketReader:
             attempts += 1
             self.health.set_state(HealthState.CONNECTING)
             started = time.monotonic()
+            first = attempts == 1 and self.fail_first
             try:
                 session = DemuxSession(self, self._open(), stop)
             except SourceError as exc:
@@ -244,7 +250,7 @@ class PacketReader:
                 continue
             except Exception as exc:
                 error = self._open_error(exc, time.monotonic() - started)
-                self._retry_or_fail(backoff, stop, error)
+                self._retry_or_fail(backoff, stop, error, permanent=first)
                 continue
             try:
                 yield session
@@ -327,7 +333,7 @@ class PacketReader:
         state: HealthState = HealthState.BACKING_OFF,
     ) -> None:
         """Wait in ``state`` before the next attempt (live), or fail (files, exhausted retries)."""
-        if not self.live or (permanent and self.spec.kind == "file"):
+        if not self.live or (permanent and (self.spec.kind == "file" or self.fail_first)):
             self._fail(error)
         if backoff.exhausted:
             self._fail(f"gave up after {backoff.failures} attempts; last error: {error}")

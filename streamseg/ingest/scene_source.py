@@ -32,7 +32,7 @@ class SceneSource(Source):
         max_fps: float | None,
         tracker: HealthTracker,
     ) -> None:
-        from streamseg.ingest.synthetic import SyntheticScene
+        from streamseg.synthetic.scene import SyntheticScene
 
         super().__init__(
             camera_id=camera_id,

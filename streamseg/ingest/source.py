@@ -9,15 +9,18 @@ from __future__ import annotations
 import abc
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamseg.ingest.health import CameraHealth, HealthState, HealthTracker, StateListener
 from streamseg.ingest.policy import ReconnectPolicy
 from streamseg.ingest.spec import SourceError, SourceSpec, parse_source_url
-from streamseg.ingest.url import url_password
+from streamseg.redact import url_password
 from streamseg.types import Frame
 
-__all__ = ["Emit", "PacketHook", "Source", "open_source"]
+if TYPE_CHECKING:
+    from streamseg.ingest.packets import PacketReader
+
+__all__ = ["Emit", "PacketHook", "Source", "open_packet_reader", "open_source"]
 
 Emit = Callable[[Frame], None]
 # on_packet(camera_id, packet: av.Packet, stream: av.VideoStream), before decoding
@@ -178,6 +181,47 @@ def open_source(
         on_packet=on_packet,
         ffmpeg_options=ffmpeg_options,
         tracker=tracker,
+    )
+
+
+def open_packet_reader(
+    *,
+    camera_id: str,
+    url: str,
+    live: bool | None = None,
+    reconnect: ReconnectPolicy | None = None,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 5.0,
+    fail_first: bool = False,
+) -> PacketReader:
+    """A camera's demuxed packets with the same reconnect policy as ``open_source``.
+
+    For consumers of packets rather than frames (``streamseg record``). Live
+    by default for network and V4L2 sources, as in ``open_source``.
+
+    Raises:
+        SourceError: a bad URL or option, a missing file or device, or a
+            synthetic scene (it has no packets; ``streamseg synth`` writes
+            one to a video file).
+    """
+    from streamseg.ingest.packets import PacketReader
+
+    spec = parse_source_url(url, camera_id=camera_id)
+    if spec.kind == "synthetic":
+        raise SourceError(
+            f"camera {camera_id!r} is a synthetic scene: it has no packets "
+            "(`streamseg synth` writes one to a video file)"
+        )
+    spec.check_exists(camera_id)
+    return PacketReader(
+        camera_id=camera_id,
+        spec=spec,
+        live=spec.kind != "file" if live is None else live,
+        reconnect=reconnect,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        health=HealthTracker(camera_id, secrets=_secrets(url)),
+        fail_first=fail_first,
     )
 
 

@@ -25,7 +25,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
-from streamseg.ingest.url import redact_url
+from streamseg.redact import redact_url
 
 __all__ = ["NETWORK_SCHEMES", "SourceError", "SourceSpec", "parse_source_url"]
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamseg.ingest.url import redact_text
+from streamseg.redact import redact_text
 from streamseg.types import Frame
 
 __all__ = ["Outgoing", "RedisPublisher"]

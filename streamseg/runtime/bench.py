@@ -85,7 +85,7 @@ def write_clip(images: Sequence[torch.Tensor], path: Path, fps: float) -> Path:
 
 def synthetic_clip(url: str, frames: int, folder: Path) -> Path:
     """Render ``frames`` frames of a ``synthetic://`` scene into an MP4 clip."""
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     scene = SyntheticScene.from_url(url)
     images = [scene.frame(i).image for i in range(frames)]

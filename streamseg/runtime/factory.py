@@ -16,9 +16,9 @@ from streamseg.config.cameras import CameraConfig
 from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.redis import RedisConfig
-from streamseg.ingest.url import redact_url
 from streamseg.publish.publisher import RedisPublisher
 from streamseg.publish.stage import PublishStage
+from streamseg.redact import redact_url
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
 
 __all__ = [
@@ -145,10 +145,10 @@ def build_swap_controller(config: PipelineConfig) -> Any:
 
 
 def build_clip_hook(config: PipelineConfig) -> Any:
-    """Clips around alerts (``streamseg.train.clips``), or ``None`` when off."""
+    """Clips around alerts (``streamseg.record.clips``), or ``None`` when off."""
     if not config.record.clips.enabled:
         return None
-    from streamseg.train.clips import ClipHook
+    from streamseg.record.clips import ClipHook
 
     return ClipHook(config=config.record)
 

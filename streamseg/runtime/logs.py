@@ -10,7 +10,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from streamseg.ingest.url import redact_text
+from streamseg.redact import redact_text
 
 __all__ = ["setup_logging"]
 

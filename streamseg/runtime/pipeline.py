@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streamseg.ingest.url import redact_text
 from streamseg.publish.publisher import Outgoing
 from streamseg.publish.stage import PublishStage
+from streamseg.redact import redact_text
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats

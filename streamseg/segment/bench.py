@@ -25,7 +25,7 @@ def synthetic_batches(
     size: tuple[int, int], batch: int, count: int, *, device: str = "cpu"
 ) -> list[FrameBatch]:
     """``count`` batches of ``batch`` synthetic frames (one scene per camera)."""
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     scenes = [SyntheticScene(seed=cam, height=size[0], width=size[1]) for cam in range(batch)]
     out = []

@@ -115,7 +115,7 @@ def synthetic_detections(
     when one is given, else from the ground truth degraded by ``degrade``
     (``None``: exact ground truth).
     """
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     scene = SyntheticScene(
         seed=seed, height=height, width=width, fps=fps, num_objects=objects, num_frames=frames

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from opentelemetry import metrics
 
-from streamseg.track.rules.engine import CameraRules
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.given import GivenIdTracker
+from streamseg.track.rules.engine import CameraRules
 from streamseg.track.tracker import CONFIRMED, LOST, TENTATIVE, ByteTracker
 from streamseg.track.view import FrameInfo
 from streamseg.types import Event, FrameResult, Track, TrackState

@@ -305,7 +305,7 @@ class SyntheticDataset:
     """
 
     def __init__(self, url: str, *, frames: int = 100, stride: int = 1, start: int = 0) -> None:
-        from streamseg.ingest.synthetic import SyntheticScene
+        from streamseg.synthetic.scene import SyntheticScene
 
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))

@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
-from streamseg.ingest.url import redact_text, redact_url
+from streamseg.redact import redact_text, redact_url
 
 __all__ = [
     "SWAP_SCHEMA_VERSION",

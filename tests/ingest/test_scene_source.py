@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from streamseg.ingest import SourceError, open_source
-from streamseg.ingest.synthetic import SyntheticScene
+from streamseg.synthetic.scene import SyntheticScene
 from tests.support.sources import SourceRunner
 
 URL = "synthetic://?seed=4&width=64&height=48&fps=20&objects=2"

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
 from streamseg.segment.preprocess import preprocess
+from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Instances
 from tests.models.test_parity import rebuilt_weights
 

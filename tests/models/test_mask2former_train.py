@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.models.mask2former.build import mask2former_tiny
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.train.data import Sample, SyntheticDataset
 from streamseg.train.evaluate import evaluate_model
 from streamseg.train.transforms import batch_images

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES, SyntheticScene
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError, save_checkpoint
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES, SyntheticScene
 from streamseg.train.transforms import batch_images
 from streamseg.types import Instances
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.models import build_model
+from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.freeze import freeze_backbone_stages
 from streamseg.train.transforms import batch_images
 

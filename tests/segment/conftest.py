@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES, SyntheticScene
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES, SyntheticScene
 from streamseg.types import Frame, FrameBatch
 
 # maskrcnn_small resized to at most 128x224: fast on 2 cores. score_threshold 0

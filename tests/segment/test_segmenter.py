@@ -71,7 +71,7 @@ DEMO = Path(__file__).resolve().parents[2] / "models" / "demo_small.pth"
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_low_precision_finds_what_fp32_finds(precision: str) -> None:
     """The trained demo model: confident detections agree with fp32 to a few pixels."""
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
     from streamseg.types import Frame
 
     scene = SyntheticScene(seed=1001, height=240, width=320, num_objects=5)

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from streamseg.config import load_pipeline
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.runtime.factory import build_segmenter
 from streamseg.segment import Segmenter
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.types import FrameBatch, Instances
 from tests.segment.backend_cases import assert_close_results, write_checkpoint
 from tests.segment.conftest import TINY_M2F, scene_batch

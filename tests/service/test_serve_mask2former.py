@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.schemas import load_schema
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
 from tests.support.serve import ServeProcess, detections, service_pipeline, summary
 from tests.support.servers import RedisServer
 

@@ -178,7 +178,7 @@ SCENE_HIDDEN = {1: range(24, 28)}  # gt id -> frames in which it is not detected
 
 
 def scripted_scene() -> Any:
-    from streamseg.ingest.synthetic import ObjectSpec, SyntheticScene
+    from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
 
     walker = ObjectSpec("square", size=(30, 30), path=[(0.0, 20.0, 100.0), (3.5, 300.0, 100.0)])
     stander = ObjectSpec("disc", size=(24, 24), path=[(0.0, 230.0, 150.0)])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SyntheticScene
+from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.data import CocoDataset, DatasetError, Sample, SyntheticDataset, UnionDataset
 from streamseg.train.datasets import resolve_class_names
 from streamseg.train.transforms import TrainTransform, batch_images, hflip, resize, resized_shape

@@ -13,8 +13,8 @@ import torch
 from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
-from streamseg.ingest.synthetic import ObjectSpec, SyntheticScene
 from streamseg.models.checkpoint import save_checkpoint
+from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
 from streamseg.train.data import CocoDataset, decode_segmentation
 from streamseg.train.datasets import resolve_class_names
 from streamseg.train.engine import run_training
@@ -39,8 +39,8 @@ OPTIONS = {"min_size": 64, "max_size": 96, "detections_per_image": 8}
 @pytest.fixture(scope="module")
 def footage(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A recorded camera: 12 frames of a synthetic scene, H.264 at 10 fps, 64x96."""
-    from streamseg.ingest.synthetic import SyntheticScene
-    from streamseg.ingest.synthetic_export import write_scene
+    from streamseg.synthetic.export import write_scene
+    from streamseg.synthetic.scene import SyntheticScene
 
     out = tmp_path_factory.mktemp("footage")
     scene = SyntheticScene.from_url("synthetic://?seed=4&width=96&height=64&fps=10&objects=3")

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.models.checkpoint import read_checkpoint
 from streamseg.segment import Segmenter
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
 from tests.segment.conftest import scene_batch
 from tests.support.servers import cli_env
 from tests.support.training import SCENE, losses, tiny_yaml

@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 
 import streamseg.segment.segmenter as segment
-from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.models.checkpoint import save_checkpoint
+from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.swap import SwapController
 from streamseg.types import Frame, FrameBatch, Instances
 

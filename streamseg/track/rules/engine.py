@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.track.rules.base import RuleBase, class_ids
+from streamseg.config import alerts as cfg
 from streamseg.geometry import Polygon, Segment
+from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.lines import LineRule
 from streamseg.track.rules.membership import Membership
 from streamseg.track.rules.zones import CrowdingRule, DwellRule, ZoneRule
-from streamseg.config import alerts as cfg
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from streamseg.ingest.synthetic_motion import Placement
-from streamseg.ingest.synthetic_sprites import Sprite
+from streamseg.synthetic.motion import Placement
+from streamseg.synthetic.sprites import Sprite
 
 __all__ = ["Patch", "Rendered", "composite", "sample_sprite"]
 

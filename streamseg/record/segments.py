@@ -9,7 +9,7 @@ encoded. Two writers share one packet type:
 * :class:`ClipRecorder` keeps a ring buffer of the last ``before_s`` seconds
   (from a keyframe on) and, when an alert comes, writes that plus the next
   ``after_s`` seconds; alerts inside an open clip extend it up to ``max_s``
-  (clips around alerts while ``serve`` runs; see :mod:`streamseg.train.clips`).
+  (clips around alerts while ``serve`` runs; see :mod:`streamseg.record.clips`).
 
 Times are stream seconds (``pts * time_base``), the clock of ``Frame.pts``.
 """

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streamseg.config.record import RecordConfig
-from streamseg.train.record import ClipRecorder, RecordedFile
+from streamseg.record.segments import ClipRecorder, RecordedFile
 from streamseg.types import Event
 
 __all__ = ["ClipHook"]

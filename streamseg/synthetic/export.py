@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.ops import masks_to_rle
+from streamseg.synthetic.scene import SyntheticScene
 
 __all__ = ["scene_url", "write_scene"]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SYNTHETIC_CLASS_NAMES, SceneFrame, SyntheticScene
+from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES, SceneFrame, SyntheticScene
 from streamseg.types import Frame
 
 H, W = 96, 128

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamseg.ingest.synthetic import (
+from streamseg.synthetic.scene import (
     URL_PARAMETERS,
     ObjectSpec,
     SyntheticScene,

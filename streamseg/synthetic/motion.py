@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamseg.ingest.synthetic_sprites import STAR, Appearance, make_appearance
+from streamseg.synthetic.sprites import STAR, Appearance, make_appearance
 
 __all__ = ["ObjectSpec", "Placement", "RandomObjects", "ScriptedObjects"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamseg.ingest.url import redact_text, redact_url, url_password
+from streamseg.redact import redact_text, redact_url, url_password
 
 CASES = [
     ("rtsp://admin:s3cret@10.0.0.7:554/stream1", "rtsp://admin:***@10.0.0.7:554/stream1"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import ObjectSpec, SyntheticScene
+from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
 
 H, W = 96, 128
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import av
 import pytest
 
-from streamseg.train.record import SegmentWriter, StoredPacket
-from streamseg.train.recorder import record_camera
+from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.record.recorder import record_camera
+from streamseg.record.segments import SegmentWriter, StoredPacket
 from tests.support.rtsp import RtspServer
 from tests.support.video import count_frames, video_duration
 
@@ -98,7 +99,8 @@ def test_record_command_over_rtsp_hides_the_password(
     # Wrong password: a clear failure, still without the password.
     bad = server.url.replace("s3cret-pw", "wrong-pw")
     proc = cli("record", "--camera", "dock", "--url", bad, "--duration", "1", "--out", str(out))
-    assert proc.returncode == 1 and "record failed: cannot open rtsp://" in proc.stderr
+    assert proc.returncode == 1 and "record failed: camera 'dock' (rtsp://ops:***@" in proc.stderr
+    assert "401 Unauthorized" in proc.stderr
     assert "wrong-pw" not in proc.stdout + proc.stderr and proc.stdout == ""
 
 
@@ -118,8 +120,8 @@ def test_a_camera_that_drops_is_reconnected(rtsp_server: RtspServer, tmp_path: P
             out_dir=tmp_path,
             duration_s=3.0,
             segment_s=10.0,
-            reconnect_delay_s=0.3,
-            open_timeout_s=3.0,
+            reconnect=ReconnectPolicy(initial=0.3, max_delay=0.3, jitter=0.0),
+            connect_timeout=3.0,
         )
     finally:
         thread.join()

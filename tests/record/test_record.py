@@ -9,9 +9,10 @@ import av
 import pytest
 
 from streamseg.config.record import ClipsConfig, RecordConfig
-from streamseg.train.clips import ClipHook
-from streamseg.train.record import ClipRecorder, StoredPacket
-from streamseg.train.recorder import record_camera
+from streamseg.ingest.spec import SourceError
+from streamseg.record.clips import ClipHook
+from streamseg.record.recorder import record_camera
+from streamseg.record.segments import ClipRecorder, StoredPacket
 from streamseg.types import Event
 from tests.support.video import count_frames, video_duration, write_h264
 
@@ -57,13 +58,13 @@ def test_duration_limits_the_footage(source: Path, tmp_path: Path) -> None:
 
 
 def test_missing_source_is_reported_without_password(tmp_path: Path) -> None:
-    with pytest.raises(OSError, match=r"cannot open") as err:
+    with pytest.raises(SourceError, match=r"cannot open") as err:
         record_camera(
             url="rtsp://admin:hunter2@127.0.0.1:1/x",
             camera_id="c",
             out_dir=tmp_path,
             duration_s=1,
-            open_timeout_s=2,
+            connect_timeout=2,
         )
     assert "hunter2" not in str(err.value)
 
@@ -238,7 +239,7 @@ def test_record_config_errors_are_clear(source: Path, tmp_path: Path, cli) -> No
         (("--url", str(source), "--segment-seconds", "0"), 2, "--segment-seconds must be positive"),
         ((str(tmp_path / "nope.yaml"),), 2, "nope.yaml: file not found"),
         ((), 2, "give PIPELINE (with --camera) or --url"),
-        (("--url", str(tmp_path / "gone.mp4")), 1, "cannot open"),
+        (("--url", str(tmp_path / "gone.mp4")), 1, "gone.mp4 does not exist"),
         (("--url", str(pipeline)), 1, "cannot open"),  # not a video
     ]
     for args, code, message in cases:
@@ -256,5 +257,5 @@ def test_a_file_without_video_is_refused(tmp_path: Path) -> None:
         frame.sample_rate = 8000
         for packet in stream.encode(frame):
             out.mux(packet)
-    with pytest.raises(OSError, match=r"tone\.wav failed: it has no video stream"):
+    with pytest.raises(SourceError, match=r"tone\.wav has no video stream"):
         record_camera(url=str(path), camera_id="c", out_dir=tmp_path, duration_s=1)

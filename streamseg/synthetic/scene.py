@@ -33,14 +33,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from streamseg.ingest.synthetic_motion import (
+from streamseg.synthetic.motion import (
     ObjectSpec,
     Placement,
     RandomObjects,
     ScriptedObjects,
 )
-from streamseg.ingest.synthetic_render import composite
-from streamseg.ingest.synthetic_sprites import (
+from streamseg.synthetic.render import composite
+from streamseg.synthetic.sprites import (
     LEVEL_MARGIN,
     Sprite,
     make_background,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from streamseg.ingest.synthetic import SyntheticScene
-from streamseg.ingest.synthetic_export import scene_url, write_scene
+from streamseg.synthetic.export import scene_url, write_scene
+from streamseg.synthetic.scene import SyntheticScene
 
 H, W, N, FPS = 96, 128, 12, 10.0
 

@@ -1,0 +1,146 @@
+"""``streamseg record``'s engine: read a camera's packets, write segments.
+
+The camera is demuxed (never decoded) by the ingest layer's
+:class:`~streamseg.ingest.packets.PacketReader`, so recording opens every
+source kind ``serve`` opens, with the same timeouts and the same
+exponential backoff between reconnects. Packets go to a
+:class:`~streamseg.record.segments.SegmentWriter`; each connection gets its
+own writer (timestamps restart when a stream is reopened). A live source
+reconnects until the footage is complete; a file source ends at its end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+from streamseg.ingest.packets import DemuxSession
+from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.ingest.source import open_packet_reader
+from streamseg.record.segments import RecordedFile, SegmentWriter, StoredPacket
+
+__all__ = ["RecordResult", "record_camera"]
+
+# A live source also stops this long (seconds) after ``duration_s`` of wall
+# time, in case its stream stalls for good.
+WALL_GRACE_S = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordResult:
+    """What ``record`` wrote: the files, packets in all, reconnects made."""
+
+    files: list[RecordedFile]
+    packets: int
+    reconnects: int
+
+
+def record_camera(
+    *,
+    url: str,
+    camera_id: str,
+    out_dir: str | Path,
+    duration_s: float,
+    segment_s: float = 60.0,
+    container: str = "mp4",
+    live: bool | None = None,
+    stop: threading.Event | None = None,
+    reconnect: ReconnectPolicy | None = None,
+    connect_timeout: float = 10.0,
+    read_timeout: float = 10.0,
+) -> RecordResult:
+    """Record ``duration_s`` seconds of ``url``'s first video stream.
+
+    Duration is counted in stream time (the footage's own length), so a file
+    source records exactly that much footage at whatever speed it reads; a
+    live source also stops ``WALL_GRACE_S`` seconds of wall time after
+    ``duration_s`` in case its stream stalls. The first connection must
+    succeed; later drops are reconnected with ``reconnect`` (seconds).
+
+    Raises:
+        SourceError: the URL is not a recordable source, a file cannot be
+            read, or the first connection fails; the message names the
+            camera and hides its password.
+    """
+    reader = open_packet_reader(
+        camera_id=camera_id,
+        url=url,
+        live=live,
+        reconnect=reconnect,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        fail_first=True,
+    )
+    done = threading.Event()
+    timer = threading.Timer(duration_s + WALL_GRACE_S, done.set) if reader.live else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    watcher = _follow(stop, done)
+    files: list[RecordedFile] = []
+    try:
+        for session in reader.sessions(done):
+            recorded = sum(f.duration for f in files)
+            files += _record_session(
+                session, camera_id, recorded, duration_s, segment_s, container, out_dir
+            )
+            if sum(f.duration for f in files) >= duration_s - 1e-9:
+                done.set()
+    finally:
+        done.set()
+        if timer is not None:
+            timer.cancel()
+        watcher.join()
+    # Packets before a stream's first keyframe are not written (nothing decodes them).
+    return RecordResult(
+        files=files,
+        packets=sum(f.packets for f in files),
+        reconnects=reader.health.snapshot().reconnects,
+    )
+
+
+def _follow(stop: threading.Event | None, done: threading.Event) -> threading.Thread:
+    """A thread that sets ``done`` when the caller's ``stop`` is set (ends with ``done``)."""
+
+    def wait() -> None:
+        while stop is not None and not done.is_set():
+            if stop.wait(0.1):
+                done.set()
+
+    thread = threading.Thread(target=wait, name="record-stop", daemon=True)
+    thread.start()
+    return thread
+
+
+def _record_session(
+    session: DemuxSession,
+    camera_id: str,
+    recorded: float,
+    duration_s: float,
+    segment_s: float,
+    container: str,
+    out_dir: str | Path,
+) -> list[RecordedFile]:
+    """Write one connection's packets until the footage reaches ``duration_s`` seconds."""
+    writer: SegmentWriter | None = None
+    start: float | None = None
+    try:
+        for packet in session.packets():
+            sp = StoredPacket.from_av(packet)
+            if writer is None:
+                writer = SegmentWriter(
+                    out_dir=out_dir,
+                    camera_id=camera_id,
+                    template=session.stream,
+                    container=container,
+                    segment_s=segment_s,
+                )
+            if start is None and sp.keyframe:
+                start = sp.decode_time
+            if start is not None and recorded + sp.decode_time - start >= duration_s:
+                break
+            writer.write(sp)
+    finally:
+        files = writer.close() if writer is not None else []
+    return files

@@ -1,0 +1,7 @@
+"""Fixtures of the recording tests: the real RTSP server."""
+
+from __future__ import annotations
+
+from tests.support.rtsp import rtsp_server, rtsp_server_factory
+
+__all__ = ["rtsp_server", "rtsp_server_factory"]
