@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from streamseg.config.errors import ConfigError, ConfigIssue
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.train.checkpointing import (
     check_style,
@@ -25,7 +26,7 @@ from streamseg.train.checkpointing import (
     restore_rng,
     save_model_checkpoint,
 )
-from streamseg.train.config import ConfigError, TrainConfig
+from streamseg.train.config import TrainConfig
 from streamseg.train.datasets import build_dataset, resolve_class_names
 from streamseg.train.distributed import DistInfo, init_from_env, shutdown
 from streamseg.train.evaluate import evaluate_model
@@ -120,7 +121,10 @@ def _pick_device(name: str, info: DistInfo) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError("device: cuda but no CUDA device is available; use device: cpu")
+            issue = ConfigIssue(
+                "cuda, but no CUDA device is available", loc=("device",), hint="use device: cpu"
+            )
+            raise ConfigError("training config", [issue])
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")
 
@@ -143,10 +147,12 @@ def run_training(
         out_dir = Path(cfg.output.dir)
         last = out_dir / "last.pth"
         if last.exists() and not resume:
-            raise ConfigError(
-                f"{out_dir} already holds a run ({last}); pass --resume to continue it "
-                "or set output.dir to a new folder"
+            issue = ConfigIssue(
+                f"{out_dir} already holds a run ({last})",
+                loc=("output", "dir"),
+                hint="pass --resume to continue it or set output.dir to a new folder",
             )
+            raise ConfigError("training config", [issue])
         if info.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))

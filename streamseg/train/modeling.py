@@ -10,7 +10,7 @@ from torch import nn
 
 from streamseg.config.model import arch_family, class_options
 from streamseg.models import InputSpec
-from streamseg.train.config import ModelConfig, TrainConfig
+from streamseg.train.config import TrainConfig, TrainModelConfig
 from streamseg.train.freeze import freeze_backbone_stages
 
 __all__ = [
@@ -36,7 +36,7 @@ def input_spec(model: nn.Module) -> InputSpec:
 
 
 def build_train_model(
-    cfg: ModelConfig, class_names: Sequence[str], *, load_weights: bool = True
+    cfg: TrainModelConfig, class_names: Sequence[str], *, load_weights: bool = True
 ) -> tuple[nn.Module, dict[str, Any]]:
     """Build ``cfg.arch`` for ``class_names``, load the starting weights, freeze.
 
