@@ -38,10 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
+    from streamseg.segment.loading import load_trained_model
     from streamseg.train.data import DatasetError, UnionDataset
     from streamseg.train.datasets import open_dataset
     from streamseg.train.evaluate import evaluate_model
-    from streamseg.train.modeling import load_trained_model
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
     try:

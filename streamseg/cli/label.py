@@ -84,8 +84,8 @@ def _tracking(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
+    from streamseg.segment.loading import load_trained_model
     from streamseg.train.label import LabelOptions, label_tracking, label_videos
-    from streamseg.train.modeling import load_trained_model
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.every < 1 or (args.fps is not None and args.fps <= 0):

@@ -35,8 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from streamseg.config import ConfigError
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.train.config import ConfigError, load_train_config
+    from streamseg.train.config import load_train_config
     from streamseg.train.data import DatasetError
     from streamseg.train.trainer import TrainingError
 

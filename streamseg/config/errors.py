@@ -1,4 +1,9 @@
-"""Config errors that name the file, the line and the field."""
+"""Config errors that name the file, the line and the field.
+
+One ``ConfigError`` for every YAML file streamseg reads (pipeline.yaml and
+training configs) and for the checks made on them later (a training run's
+output folder, a device that is not there).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ Loc = tuple[str | int, ...]
 
 @dataclasses.dataclass(frozen=True)
 class ConfigIssue:
-    """One problem in a pipeline.yaml.
+    """One problem in a config file.
 
     ``loc`` is the field path (``("cameras", 1, "url")``), ``line`` the
     1-based YAML line (``None`` when the problem is not at one place).
@@ -38,8 +43,13 @@ class ConfigIssue:
         return f"{where}:{field} {self.message}{hint}"
 
 
-class ConfigError(Exception):
-    """A pipeline.yaml that cannot be used; ``issues`` lists every problem found."""
+class ConfigError(ValueError):
+    """A config file that cannot be used; ``issues`` lists every problem found.
+
+    ``filename`` names the file (or what stands for it, e.g.
+    ``train.yaml (with --set)``); each line of the message reads
+    ``file:line: field.path: message (hint)``.
+    """
 
     def __init__(self, filename: str, issues: Sequence[ConfigIssue]) -> None:
         self.filename = filename

@@ -1,8 +1,12 @@
-"""``load_pipeline(path)``: pipeline.yaml -> validated ``PipelineConfig``, or every error at once.
+"""YAML config files -> validated pydantic models, or every error at once.
 
-Each problem becomes a ``ConfigIssue`` with the YAML line and the field path,
-for instance ``pipeline.yaml:12: cameras[1].max_fps: Input should be greater
-than 0``. Messages never quote a password or a URL (which may hold one).
+The one loader of streamseg's YAML files: ``load_pipeline(path)`` reads a
+pipeline.yaml into a ``PipelineConfig``; ``load_yaml_model(path, schema)``
+reads any other config (``streamseg train``'s) into its schema. Both
+substitute ``${ENV}`` references, and each problem becomes a ``ConfigIssue``
+with the YAML line and the field path, for instance ``pipeline.yaml:12:
+cameras[1].max_fps: Input should be greater than 0``. Messages never quote a
+password or a URL (which may hold one).
 """
 
 from __future__ import annotations
@@ -11,22 +15,82 @@ import difflib
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic_core import ErrorDetails
 
-from streamseg.config.base import StrictModel
 from streamseg.config.errors import ConfigError, ConfigIssue, Loc
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.yaml_tree import line_of, parse_yaml, to_plain
+from streamseg.config.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
 
-__all__ = ["load_pipeline", "resolve_path"]
+__all__ = ["load_pipeline", "load_yaml_model", "resolve_path", "validate_tree"]
+
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 # Fields whose input is never echoed in an error message.
 _SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint"})
+
+
+def load_yaml_model(
+    path: str | Path,
+    schema: type[M],
+    *,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    what: str = "a config file",
+) -> M:
+    """Read ``path``, apply ``--set`` ``overrides``, interpolate ``${ENV}``, validate.
+
+    Args:
+        path: the YAML file.
+        schema: the pydantic model of the whole file.
+        overrides: ``dotted.key=value`` items (value parsed as YAML) set on
+            top of the file; errors then name the file ``PATH (with --set)``.
+        environ: for ``${NAME}`` references (default ``os.environ``).
+        what: names the file kind in the hint for a missing file.
+
+    Raises:
+        ConfigError: listing every problem, each with line, field and hint.
+    """
+    path = Path(path)
+    tree = read_yaml(path, what=what)
+    name = f"{path} (with --set)" if overrides else str(path)
+    issues = apply_overrides(tree, overrides)
+    if issues:
+        raise ConfigError(name, issues)
+    return validate_tree(tree, schema, name=name, environ=environ)
+
+
+def validate_tree(
+    tree: Any,
+    schema: type[M],
+    *,
+    name: str,
+    environ: Mapping[str, str] | None = None,
+    extra_checks: Callable[[Any], list[ConfigIssue]] | None = None,
+) -> M:
+    """Validate a ruamel tree (from ``read_yaml``) as ``schema``; errors carry lines.
+
+    ``extra_checks`` gets the plain data and returns further problems (they
+    are reported together with the schema's, even when the schema fails).
+    """
+    environ = os.environ if environ is None else environ
+    env_issues: list[ConfigIssue] = []
+    data = to_plain(tree, environ, (), env_issues)
+    issues = [_with_line(i, tree) for i in env_issues]
+    config = None
+    try:
+        config = schema.model_validate(data)
+    except pydantic.ValidationError as exc:
+        issues += [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
+    if extra_checks is not None:
+        issues += [_with_line(i, tree) for i in extra_checks(data)]
+    if issues or config is None:
+        raise ConfigError(name, _dedupe(issues))
+    return config
 
 
 def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None) -> PipelineConfig:
@@ -36,40 +100,15 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
     file's folder. Raises ``ConfigError`` listing every problem found.
     """
     path = Path(path)
-    name = str(path)
-    environ = os.environ if environ is None else environ
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            name, [ConfigIssue("file not found", hint="pass the path of a pipeline.yaml")]
-        ) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(name, [ConfigIssue(f"cannot read the file: {exc}")]) from None
-    return load_pipeline_text(text, name=name, base_dir=path.parent, environ=environ)
-
-
-def load_pipeline_text(
-    text: str, *, name: str, base_dir: Path, environ: Mapping[str, str]
-) -> PipelineConfig:
-    tree, issues = parse_yaml(text)
-    if issues:
-        raise ConfigError(name, issues)
-    if not isinstance(tree, Mapping):
-        hint = "start with `cameras:`"
-        raise ConfigError(name, [ConfigIssue("the top level must be a mapping", line=1, hint=hint)])
-    env_issues: list[ConfigIssue] = []
-    data = to_plain(tree, environ, (), env_issues)
-    issues = [_with_line(i, tree) for i in env_issues]
-    config = None
-    try:
-        config = PipelineConfig.model_validate(data)
-    except pydantic.ValidationError as exc:
-        issues += [_issue_from_pydantic(err, tree) for err in exc.errors()]
-    issues += [_with_line(i, tree) for i in _semantic_checks(data, base_dir)]
-    if issues or config is None:
-        raise ConfigError(name, _dedupe(issues))
-    return _resolve_paths(config, base_dir)
+    tree = read_yaml(path, what="a pipeline.yaml")
+    config = validate_tree(
+        tree,
+        PipelineConfig,
+        name=str(path),
+        environ=environ,
+        extra_checks=lambda data: _semantic_checks(data, path.parent),
+    )
+    return _resolve_paths(config, path.parent)
 
 
 def resolve_path(value: str, base_dir: Path) -> Path:
@@ -170,12 +209,12 @@ def _aot_package_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigI
     ]
 
 
-def _issue_from_pydantic(err: ErrorDetails, tree: Any) -> ConfigIssue:
+def _issue_from_pydantic(err: ErrorDetails, tree: Any, schema: type[Any]) -> ConfigIssue:
     loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
-        valid = _valid_keys(loc[:-1])
+        valid = _valid_keys(schema, loc[:-1])
         close = difflib.get_close_matches(key, valid, n=1)
         extra = f"did you mean {close[0]!r}? " if close else ""
         extra += f"valid keys: {', '.join(valid)}" if valid else ""
@@ -201,9 +240,9 @@ def _echoable(value: Any) -> bool:
     return isinstance(value, int | float | bool | str) and len(str(value)) <= 80
 
 
-def _valid_keys(loc: Loc) -> list[str]:
-    """The field names of the model at ``loc`` in the schema (empty if unknown)."""
-    model: Any = PipelineConfig
+def _valid_keys(schema: type[Any], loc: Loc) -> list[str]:
+    """The field names of the model at ``loc`` in ``schema`` (empty if unknown)."""
+    model: Any = schema
     for part in loc:
         if isinstance(part, int):
             continue
@@ -226,7 +265,7 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def _is_model(obj: Any) -> bool:
-    return isinstance(obj, type) and issubclass(obj, StrictModel)
+    return isinstance(obj, type) and issubclass(obj, pydantic.BaseModel)
 
 
 def _with_line(issue: ConfigIssue, tree: Any) -> ConfigIssue:

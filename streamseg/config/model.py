@@ -1,4 +1,10 @@
-"""The ``model:`` section of pipeline.yaml: which segmenter runs, where, how."""
+"""pipeline.yaml's ``model:`` (which segmenter runs, where, how) and its shared base.
+
+:class:`ModelSource` (which architecture, which weights) is the part that
+pipeline.yaml's ``model:`` (:class:`ModelConfig`) and a training config's
+``model:`` (:class:`streamseg.train.config.TrainModelConfig`) have in
+common; both extend it, so the arch check and its message have one owner.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 
-__all__ = ["KNOWN_ARCHS", "ModelConfig", "arch_family", "class_options"]
+__all__ = ["KNOWN_ARCHS", "ModelConfig", "ModelSource", "arch_family", "class_options"]
 
 # The architectures ``streamseg.models.build_model`` knows (docs/architecture.md).
 KNOWN_ARCHS = (
@@ -54,8 +60,29 @@ def class_options(
     return options
 
 
-class ModelConfig(StrictModel):
-    """The segmentation model and how it is run.
+class ModelSource(StrictModel):
+    """Which model: an architecture and the weights file it starts from.
+
+    Attributes:
+        arch: a ``streamseg.models`` architecture (:data:`KNOWN_ARCHS`).
+        weights: checkpoint path (a streamseg checkpoint, a torchvision
+            ``.pth``, a detectron2 ``.pkl`` or a Hugging Face Mask2Former
+            download); ``None``: random weights.
+    """
+
+    arch: str = "maskrcnn_small"
+    weights: str | None = None
+
+    @field_validator("arch")
+    @classmethod
+    def _known_arch(cls, value: str) -> str:
+        if value not in KNOWN_ARCHS:
+            raise ValueError(f"unknown arch {value!r}; valid: {', '.join(KNOWN_ARCHS)}")
+        return value
+
+
+class ModelConfig(ModelSource):
+    """pipeline.yaml's ``model:``: the segmentation model and how it is run.
 
     ``weights`` is a checkpoint path, relative to the pipeline.yaml's folder.
     When the file does not exist the config is rejected, unless
@@ -68,8 +95,6 @@ class ModelConfig(StrictModel):
     (written by ``streamseg export`` for this arch, batch size and frame size).
     """
 
-    arch: str = "maskrcnn_small"
-    weights: str | None = None
     missing_weights: Literal["error", "random"] = "error"
     hot_swap: bool = Field(
         default=True, description="load new weights on request (Redis <prefix>:control)"
@@ -97,13 +122,6 @@ class ModelConfig(StrictModel):
     detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
     min_size: int | None = Field(default=None, ge=16, le=4096)
     max_size: int | None = Field(default=None, ge=16, le=8192)
-
-    @field_validator("arch")
-    @classmethod
-    def _known_arch(cls, value: str) -> str:
-        if value not in KNOWN_ARCHS:
-            raise ValueError(f"unknown arch {value!r}; valid: {', '.join(KNOWN_ARCHS)}")
-        return value
 
     @field_validator("device")
     @classmethod

@@ -1,13 +1,18 @@
-"""Reading pipeline.yaml with ruamel.yaml's round-trip loader, which keeps line numbers.
+"""Reading YAML config files with ruamel.yaml's round-trip loader, which keeps line numbers.
 
-``parse_yaml`` returns the ruamel tree (for line look-ups) and a plain copy
-(dicts, lists, scalars) with ``${ENV}`` references substituted.
+The one YAML reader of pipeline.yaml and training configs: ``read_yaml``
+(a file) and ``parse_yaml`` (text) give the ruamel tree, ``apply_overrides``
+sets ``--set section.field=value`` items in it, ``to_plain`` makes a plain
+copy (dicts, lists, scalars) with ``${ENV}`` references substituted, and
+``line_of`` finds the line of a field path in the tree.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator, Mapping
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -15,9 +20,63 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from streamseg.config.env import UnsetVariable, interpolate
-from streamseg.config.errors import ConfigIssue, Loc
+from streamseg.config.errors import ConfigError, ConfigIssue, Loc
 
-__all__ = ["line_of", "parse_yaml", "to_plain"]
+__all__ = ["apply_overrides", "line_of", "parse_yaml", "read_yaml", "to_plain"]
+
+
+def read_yaml(path: Path, *, what: str) -> Any:
+    """The ruamel tree of the YAML mapping in ``path`` (an empty file is ``{}``).
+
+    Raises:
+        ConfigError: the file is missing or unreadable, is not YAML, or its
+            top level is not a mapping. ``what`` (e.g. ``"a pipeline.yaml"``)
+            goes into the hint for a missing file.
+    """
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        issue = ConfigIssue("file not found", hint=f"pass the path of {what}")
+        raise ConfigError(name, [issue]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(name, [ConfigIssue(f"cannot read the file: {exc}")]) from None
+    tree, issues = parse_yaml(text)
+    if issues:
+        raise ConfigError(name, issues)
+    if tree is None:
+        tree = CommentedMap()
+    if not isinstance(tree, Mapping):
+        hint = "a mapping of sections, one `name:` per line"
+        raise ConfigError(name, [ConfigIssue("the top level must be a mapping", line=1, hint=hint)])
+    return tree
+
+
+def apply_overrides(tree: Any, overrides: Sequence[str]) -> list[ConfigIssue]:
+    """Set ``dotted.key=value`` items (value parsed as YAML) in ``tree``; the problems.
+
+    Missing sections are created. A value replacing one from the file keeps
+    that line, so errors about it point there.
+    """
+    issues: list[ConfigIssue] = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            issues.append(ConfigIssue(f"--set {item!r} must look like section.field=value"))
+            continue
+        parts = key.split(".")
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, CommentedMap()) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            issues.append(ConfigIssue(f"--set {item!r}: {'.'.join(parts[:-1])} is not a section"))
+            continue
+        try:
+            node[parts[-1]] = YAML(typ="safe").load(io.StringIO(raw))
+        except YAMLError as exc:
+            what = str(exc).split("\n")[0]
+            issues.append(ConfigIssue(f"--set {item!r}: the value is not valid YAML ({what})"))
+    return issues
 
 
 def parse_yaml(text: str) -> tuple[Any, list[ConfigIssue]]:
@@ -94,12 +153,14 @@ def line_of(tree: Any, loc: Loc, *, key_line: bool = False) -> int | None:
         line = pos + 1
         node = node[part]
     if line is None and isinstance(tree, CommentedMap | CommentedSeq):
-        return int(tree.lc.line) + 1
+        return int(tree.lc.line or 0) + 1
     return line
 
 
 def _child_pos(node: Any, part: str | int, *, key: bool) -> int | None:
     if isinstance(node, CommentedMap) and isinstance(part, str) and part in node:
+        if part not in node.lc.data:  # set by --set, not read from the file
+            return None
         line, _col = node.lc.key(part) if key else node.lc.value(part)
         if not key and isinstance(node[part], CommentedMap | CommentedSeq):
             line = node.lc.key(part)[0]  # a block starts on the key's line

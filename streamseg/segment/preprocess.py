@@ -1,10 +1,15 @@
 """Frames to model input: resize, normalise and pad a batch of ``uint8`` images.
 
-Follows the model's :class:`streamseg.models.InputSpec`:
+The one preprocessing path: ``serve`` (the Segmenter), ``eval``, ``label``
+and the training batch (after augmentation, with its jittered sizes) all
+call :func:`preprocess`, so a model is trained and evaluated on exactly the
+input it is served. Follows the model's :class:`streamseg.models.InputSpec`:
 
 1. each frame is resized (bilinear) so that its shorter side is ``min_size``
    unless its longer side would then pass ``max_size`` (the scale is
-   ``min(min_size / short, max_size / long)``, the size ``floor(side * scale)``);
+   ``min(min_size / short, max_size / long)``, the size ``floor(side * scale)``,
+   no antialiasing: torchvision's own transform, which its weights were
+   trained and evaluated with);
 2. channels are reordered when the model wants ``BGR``, values divided by
    ``scale`` and normalised with ``mean``/``std``;
 3. all frames are placed top-left in one zero-filled ``(B, 3, H, W)`` tensor
@@ -74,6 +79,7 @@ def preprocess(
     spec: InputSpec,
     *,
     device: torch.device | str | None = None,
+    sizes: Sequence[tuple[int, int]] | None = None,
     pad_to: tuple[int, int] | None = None,
     batch_to: int | None = None,
     channels_last: bool = False,
@@ -84,6 +90,9 @@ def preprocess(
         images: frames, sizes may differ; all on one device.
         spec: the model's input spec.
         device: where the batch goes (default: the frames' device).
+        sizes: the ``(h, w)`` each frame is resized to (training's scale
+            jitter, or the frames' own sizes for no resize); default: the
+            spec's rule (:func:`resized_size`).
         pad_to: pad to exactly this ``(H, W)`` instead of the smallest
             multiple of ``size_divisibility`` (static shapes). A resized
             frame larger than it is a ``ValueError``.
@@ -98,7 +107,11 @@ def preprocess(
         raise ValueError("preprocess needs at least one image")
     dev = torch.device(device) if device is not None else images[0].device
     frame_sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
-    sizes = [resized_size(h, w, spec.min_size, spec.max_size) for h, w in frame_sizes]
+    if sizes is None:
+        sizes = [resized_size(h, w, spec.min_size, spec.max_size) for h, w in frame_sizes]
+    elif len(sizes) != len(images):
+        raise ValueError(f"{len(sizes)} sizes for {len(images)} images")
+    sizes = [(int(h), int(w)) for h, w in sizes]
     pad = padded_size(sizes, spec.size_divisibility)
     if pad_to is not None:
         if pad[0] > pad_to[0] or pad[1] > pad_to[1]:
@@ -112,7 +125,7 @@ def preprocess(
     out = torch.zeros((total, 3, *pad), dtype=torch.float32, device=dev)
     out = out.contiguous(memory_format=memory_format)
     scale_, shift = _affine(spec, dev)
-    for indices in _groups(frame_sizes):
+    for indices in _groups(list(zip(frame_sizes, sizes, strict=True))):
         h, w = sizes[indices[0]]
         batch = _resize(torch.stack([images[i] for i in indices]).to(dev), h, w, spec)
         batch = batch.mul_(scale_).add_(shift)
@@ -121,11 +134,11 @@ def preprocess(
     return ModelInput(images=out, image_sizes=sizes, frame_sizes=frame_sizes)
 
 
-def _groups(frame_sizes: Sequence[tuple[int, int]]) -> list[list[int]]:
-    """Indices of frames grouped by size, in first-seen order."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for i, size in enumerate(frame_sizes):
-        groups.setdefault(size, []).append(i)
+def _groups(keys: Sequence[object]) -> list[list[int]]:
+    """Indices of frames grouped by (frame size, resized size), in first-seen order."""
+    groups: dict[object, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
     return list(groups.values())
 
 

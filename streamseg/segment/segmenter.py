@@ -15,10 +15,9 @@ frame resolution.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -27,38 +26,14 @@ from torch import Tensor, nn
 from streamseg.models import InputSpec
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.segment.backends import BACKENDS, Backend, build_backend
-from streamseg.segment.preprocess import ModelInput, padded_size, preprocess
+from streamseg.segment.loading import load_model
+from streamseg.segment.precision import PRECISIONS, autocast
+from streamseg.segment.preprocess import ModelInput, padded_size, preprocess, resized_size
 from streamseg.types import FrameBatch, Instances
 
 __all__ = ["PRECISIONS", "Segmenter", "load_model"]
 
 log = logging.getLogger("streamseg.segment")
-
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def load_model(
-    arch: str, weights: str | None, options: dict[str, Any]
-) -> tuple[nn.Module, tuple[str, ...]]:
-    """Build ``arch`` (eval mode, CPU) with ``weights`` and its class names.
-
-    ``weights`` may be a streamseg trainer checkpoint (its meta rebuilds the
-    model; ``options`` override it), a torchvision ``.pth`` or a detectron2
-    ``.pkl`` (the model's own converter), or ``None`` for random weights.
-
-    Raises:
-        CheckpointError: the file is missing, unreadable or does not fit.
-    """
-    if weights is None:
-        from streamseg.models import build_model
-
-        model = build_model(arch, **options)
-        names = tuple(getattr(model, "class_names", ()))
-    else:
-        from streamseg.train.modeling import load_trained_model
-
-        model, names = load_trained_model(str(weights), arch=arch, **options)
-    return model.eval(), names
 
 
 class Segmenter:
@@ -177,7 +152,7 @@ class Segmenter:
             return []
         with self._lock, torch.inference_mode():
             inputs = self.prepare(batch.images)
-            with self._autocast():
+            with autocast(self.device, self.precision):
                 outputs = self._model(inputs.images, inputs.image_sizes)
             results: list[Instances] = self._model.postprocess(  # type: ignore[operator]
                 outputs, inputs.image_sizes, inputs.frame_sizes
@@ -202,14 +177,6 @@ class Segmenter:
         start = time.perf_counter()
         self.segment(FrameBatch((Frame("warm-up", 0, 0.0, time.time(), blank),)))
         return time.perf_counter() - start
-
-    @contextlib.contextmanager
-    def _autocast(self) -> Iterator[None]:
-        if self.precision == "fp32":
-            yield
-            return
-        with torch.autocast(self.device.type, dtype=PRECISIONS[self.precision]):
-            yield
 
     def load_weights(self, path: str) -> None:
         """Load new weights in place (hot swap) for the same arch and classes.
@@ -252,8 +219,6 @@ class Segmenter:
 
 
 def _resized(image: Tensor, spec: InputSpec) -> tuple[int, int]:
-    from streamseg.segment.preprocess import resized_size
-
     return resized_size(int(image.shape[0]), int(image.shape[1]), spec.min_size, spec.max_size)
 
 

@@ -1,40 +1,46 @@
 """The training config (``streamseg train CONFIG``): schema and loader.
 
-A YAML file with five sections; unknown keys are errors and every error names
-the field and its line. The options people turn when a GPU runs out of memory
-are plain fields: ``solver.batch_size``, ``solver.accumulation``,
-``solver.precision``, ``data.min_size`` / ``data.max_size`` and
-``model.roi_samples_per_image``. See ``docs/training.md`` for every field.
+A YAML file with five sections, read by the loader that reads pipeline.yaml
+(:func:`streamseg.config.loader.load_yaml_model`): ``${ENV}`` references are
+substituted, unknown keys are errors and every error names the file, the
+line, the field and a hint, as a :class:`streamseg.config.ConfigError`.
+The options people turn when a GPU runs out of memory are plain fields:
+``solver.batch_size``, ``solver.accumulation``, ``solver.precision``,
+``data.min_size`` / ``data.max_size`` and ``model.roi_samples_per_image``.
+See ``docs/training.md`` for every field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
-from streamseg.train.yamlconfig import ConfigError, load_yaml_model, load_yaml_tree, validate_tree
+from streamseg.config.loader import load_yaml_model
+from streamseg.config.model import ModelSource
 
 __all__ = [
-    "ConfigError",
     "DataConfig",
     "DatasetConfig",
     "EvalConfig",
-    "ModelConfig",
     "OutputConfig",
     "SolverConfig",
     "TrainConfig",
+    "TrainModelConfig",
     "load_train_config",
 ]
 
 
-class ModelConfig(StrictModel):
-    """What to train and where it starts.
+class TrainModelConfig(ModelSource):
+    """What to train and where it starts: the arch and weights of
+    :class:`~streamseg.config.model.ModelSource` (shared with pipeline.yaml)
+    plus the training options.
 
     Attributes:
-        arch: a name known to ``streamseg.models.build_model``.
+        arch: a name known to ``streamseg.models.build_model`` (required here).
         weights: checkpoint to start from (a streamseg checkpoint, or a
             torchvision / detectron2 / Hugging Face file the model loads);
             ``None`` trains from scratch.
@@ -53,21 +59,11 @@ class ModelConfig(StrictModel):
     """
 
     arch: str
-    weights: str | None = None
     class_names: tuple[str, ...] | None = None
     roi_samples_per_image: int | None = Field(default=None, ge=1, le=8192)
     freeze_backbone_stages: int = Field(default=0, ge=0, le=5)
     options: dict[str, Any] = Field(default_factory=dict)
     init_frozen_norm_images: int = Field(default=0, ge=0, le=256)
-
-    @field_validator("arch")
-    @classmethod
-    def _known_arch(cls, value: str) -> str:
-        from streamseg.models import ARCHITECTURES
-
-        if value not in ARCHITECTURES:
-            raise ValueError(f"unknown arch {value!r}; choose one of: {', '.join(ARCHITECTURES)}")
-        return value
 
     @field_validator("class_names")
     @classmethod
@@ -232,7 +228,7 @@ class OutputConfig(StrictModel):
 class TrainConfig(StrictModel):
     """The whole training config."""
 
-    model: ModelConfig
+    model: TrainModelConfig
     data: DataConfig
     solver: SolverConfig
     eval: EvalConfig = EvalConfig()
@@ -240,41 +236,28 @@ class TrainConfig(StrictModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
 
-def load_train_config(path: str | Path, overrides: list[str] | None = None) -> TrainConfig:
+def load_train_config(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> TrainConfig:
     """Read and validate a training config.
 
     Args:
         path: the YAML file.
         overrides: ``dotted.key=value`` strings (value parsed as YAML) applied
             on top of the file, e.g. ``["solver.iterations=10"]``.
+        environ: for ``${NAME}`` / ``${NAME:-default}`` references (default
+            ``os.environ``).
 
     Raises:
         ConfigError: with the file, line and field of every problem.
     """
-    if not overrides:
-        return load_yaml_model(path, TrainConfig)
-    return _load_with_overrides(Path(path), overrides)
-
-
-def _load_with_overrides(path: Path, overrides: list[str]) -> TrainConfig:
-    import io
-
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    tree = load_yaml_tree(path)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r} must look like section.field=value")
-        node = tree
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {item!r}: {part!r} is not a section")
-        try:
-            node[parts[-1]] = YAML(typ="safe").load(io.StringIO(raw))
-        except YAMLError as exc:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({exc})") from None
-    return validate_tree(tree, TrainConfig, source=f"{path} (with --set)")
+    return load_yaml_model(
+        path,
+        TrainConfig,
+        overrides=overrides or (),
+        environ=environ,
+        what="a training config (see docs/training.md)",
+    )

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from streamseg.config.errors import ConfigError, ConfigIssue
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.train.checkpointing import (
     check_style,
@@ -25,8 +26,7 @@ from streamseg.train.checkpointing import (
     restore_rng,
     save_model_checkpoint,
 )
-from streamseg.train.config import ConfigError, TrainConfig
-from streamseg.train.data import Sample
+from streamseg.train.config import TrainConfig
 from streamseg.train.datasets import build_dataset, resolve_class_names
 from streamseg.train.distributed import DistInfo, init_from_env, shutdown
 from streamseg.train.evaluate import evaluate_model
@@ -41,7 +41,7 @@ from streamseg.train.trainer import (
     make_iterator,
     run_with_signals,
 )
-from streamseg.train.transforms import TrainTransform, batch_images
+from streamseg.train.transforms import TrainSample, TrainTransform, train_batch
 
 __all__ = ["TrainResult", "TrainingView", "oom_hint", "run_training"]
 
@@ -69,7 +69,7 @@ class TrainingView:
         self.transform = transform
         self.seed = seed
 
-    def __getitem__(self, key: tuple[int, int]) -> tuple[int, Sample]:
+    def __getitem__(self, key: tuple[int, int]) -> tuple[int, TrainSample]:
         position, index = key
         generator = torch.Generator().manual_seed(mix_seed(self.seed, 1, position))
         return position, self.transform(self.dataset[index], generator)
@@ -121,7 +121,10 @@ def _pick_device(name: str, info: DistInfo) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError("device: cuda but no CUDA device is available; use device: cpu")
+            issue = ConfigIssue(
+                "cuda, but no CUDA device is available", loc=("device",), hint="use device: cpu"
+            )
+            raise ConfigError("training config", [issue])
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")
 
@@ -144,10 +147,12 @@ def run_training(
         out_dir = Path(cfg.output.dir)
         last = out_dir / "last.pth"
         if last.exists() and not resume:
-            raise ConfigError(
-                f"{out_dir} already holds a run ({last}); pass --resume to continue it "
-                "or set output.dir to a new folder"
+            issue = ConfigIssue(
+                f"{out_dir} already holds a run ({last})",
+                loc=("output", "dir"),
+                hint="pass --resume to continue it or set output.dir to a new folder",
             )
+            raise ConfigError("training config", [issue])
         if info.is_main:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))
@@ -312,15 +317,7 @@ def _init_norms(cfg: TrainConfig, model: nn.Module, train_set: Any, device: torc
     )
     generator = torch.Generator().manual_seed(cfg.solver.seed)
     samples = [transform(train_set[i], generator) for i in range(count)]
-    images, _ = batch_images(
-        [s.image for s in samples],
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-        device=device,
-    )
+    images, _, _ = train_batch(samples, spec, device)
     norms = init_frozen_norms(model, images)
     log.info("set the statistics of %d frozen batch norms from %d training images", norms, count)
 
@@ -425,25 +422,8 @@ def _data(
         persistent_workers=cfg.data.workers > 0,
     )
 
-    def to_inputs(samples: list[Sample]) -> Any:
-        images, sizes = batch_images(
-            [s.image for s in samples],
-            channel_order=spec.channel_order,
-            scale=spec.scale,
-            mean=spec.mean,
-            std=spec.std,
-            size_divisibility=spec.size_divisibility,
-            device=device,
-        )
-        targets = [
-            {
-                "boxes": s.boxes.to(device),
-                "labels": s.labels.to(device),
-                "masks": s.masks.to(device, torch.uint8),
-            }
-            for s in samples
-        ]
-        return images, sizes, targets
+    def to_inputs(samples: list[TrainSample]) -> Any:
+        return train_batch(samples, spec, device)
 
     return sampler, make_iterator(loader, to_inputs, cfg.solver.batch_size)
 

@@ -12,7 +12,6 @@ ground truth to score reads ``-1``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -20,10 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from streamseg.models import InputSpec
 from streamseg.ops import masks_to_rle
+from streamseg.segment.precision import autocast
+from streamseg.segment.preprocess import preprocess
 from streamseg.train.data import DetectionDataset, GroundTruth
 from streamseg.train.modeling import input_spec
-from streamseg.train.transforms import batch_images, resize_image, resized_shape
 from streamseg.types import Instances
 
 __all__ = ["coco_evaluate", "detections_to_coco", "evaluate_model", "predict"]
@@ -111,8 +112,10 @@ def predict(
 ) -> Iterator[tuple[int, Instances]]:
     """Run ``model`` (eval mode) over ``(image_id, uint8 (H, W, 3))`` pairs.
 
-    Images are resized and normalised following ``model.input_spec``; the
-    returned instances are at each image's own resolution.
+    Images go through :func:`~streamseg.segment.preprocess.preprocess`
+    (``model.input_spec``), the Segmenter's own preprocessing, so what is
+    measured is what ``serve`` runs; the returned instances are at each
+    image's own resolution.
     """
     spec = input_spec(model)
     was_training = model.training
@@ -132,39 +135,18 @@ def predict(
 
 def _predict_batch(
     model: nn.Module,
-    spec: Any,
+    spec: InputSpec,
     batch: list[tuple[int, Tensor]],
     device: torch.device | str,
     precision: str,
 ) -> list[tuple[int, Instances]]:
-    frame_sizes = [(int(im.shape[0]), int(im.shape[1])) for _, im in batch]
-    resized = [
-        resize_image(im, resized_shape(h, w, spec.min_size, spec.max_size))
-        for (_, im), (h, w) in zip(batch, frame_sizes, strict=True)
-    ]
-    x, sizes = batch_images(
-        resized,
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-        device=device,
-    )
-    with torch.inference_mode(), autocast(device, precision):
-        outputs = model(x, sizes)
     with torch.inference_mode():
+        inputs = preprocess([im for _, im in batch], spec, device=device)
+        with autocast(device, precision):
+            outputs = model(inputs.images, inputs.image_sizes)
         postprocess: Any = model.postprocess
-        results = postprocess(outputs, sizes, frame_sizes)
+        results = postprocess(outputs, inputs.image_sizes, inputs.frame_sizes)
     return [(image_id, inst) for (image_id, _), inst in zip(batch, results, strict=True)]
-
-
-def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager[Any]:
-    """``torch.autocast`` for ``bf16`` / ``fp16``; a no-op for ``fp32``."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
 
 def evaluate_model(

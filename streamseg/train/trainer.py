@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from streamseg.segment.precision import autocast
 from streamseg.train.distributed import DistInfo, all_reduce_mean
-from streamseg.train.evaluate import autocast
 from streamseg.train.sampler import mix_seed
 
 __all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError", "is_out_of_memory"]

@@ -1,4 +1,11 @@
-"""Training augmentation: scale jitter and horizontal flips, and model input.
+"""Training augmentation (scale jitter, horizontal flips) and the training batch.
+
+Augmentation picks each image's model-input size and flips it; the image
+itself is resized, normalised and padded by
+:func:`streamseg.segment.preprocess.preprocess`, the function ``serve``,
+``eval`` and ``label`` use, so training sees exactly the input serving
+gives the model. Boxes and masks are resized here to the same size
+(:func:`streamseg.segment.preprocess.resized_size`).
 
 Random choices come from a ``torch.Generator`` the caller seeds per sample,
 so an image gets the same augmentation whichever worker, process or resumed
@@ -9,46 +16,58 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from streamseg.models import InputSpec
+from streamseg.segment.preprocess import preprocess, resized_size
 from streamseg.train.data import Sample
 
-__all__ = ["TrainTransform", "batch_images", "hflip", "resize", "resized_shape"]
+__all__ = ["TrainSample", "TrainTransform", "hflip", "resize_targets", "train_batch"]
 
 
-def resized_shape(height: int, width: int, min_size: int, max_size: int) -> tuple[int, int]:
-    """``(h, w)`` after scaling the shorter side to ``min_size``, longer <= ``max_size``."""
-    scale = min(min_size / min(height, width), max_size / max(height, width))
-    return max(1, round(height * scale)), max(1, round(width * scale))
+@dataclasses.dataclass(frozen=True)
+class TrainSample:
+    """An augmented training image, its model-input size and its targets at that size.
+
+    Attributes:
+        image: ``uint8 (H, W, 3)`` RGB at the dataset's resolution (flipped
+            if drawn); :func:`train_batch` resizes it to ``input_size``.
+        input_size: ``(h, w)`` the image is resized to.
+        boxes: ``float32 (N, 4)`` ``xyxy`` pixels of ``input_size``.
+        labels: ``int64 (N,)``.
+        masks: ``bool (N, h, w)``.
+        image_id: the dataset's id of the image.
+    """
+
+    image: Tensor
+    input_size: tuple[int, int]
+    boxes: Tensor
+    labels: Tensor
+    masks: Tensor
+    image_id: int
+
+    def __len__(self) -> int:
+        """Number of instances."""
+        return int(self.labels.shape[0])
 
 
-def resize_image(image: Tensor, size: tuple[int, int]) -> Tensor:
-    """``uint8 (H, W, 3)`` -> ``uint8 (h, w, 3)``, bilinear (antialiased when shrinking)."""
-    if tuple(image.shape[:2]) == size:
-        return image
-    shrink = size[0] < image.shape[0] or size[1] < image.shape[1]
-    x = image.permute(2, 0, 1).unsqueeze(0).float()
-    y = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=shrink)
-    return y.round_().clamp_(0, 255).to(torch.uint8)[0].permute(1, 2, 0).contiguous()
-
-
-def resize(sample: Sample, size: tuple[int, int]) -> Sample:
-    """Resize image, boxes and masks of ``sample`` to ``size = (h, w)``."""
+def resize_targets(sample: Sample, size: tuple[int, int]) -> TrainSample:
+    """``sample`` with boxes and masks scaled to ``size = (h, w)``; the image is kept."""
     h, w = sample.size
-    if (h, w) == tuple(size):
-        return sample
-    sy, sx = size[0] / h, size[1] / w
-    boxes = sample.boxes * torch.tensor([sx, sy, sx, sy], dtype=sample.boxes.dtype)
-    if len(sample.masks):
-        masks = F.interpolate(sample.masks[None].float(), size=size, mode="bilinear")[0] >= 0.5
-    else:
-        masks = torch.zeros((0, *size), dtype=torch.bool)
-    return dataclasses.replace(
-        sample, image=resize_image(sample.image, size), boxes=boxes, masks=masks
-    )
+    boxes, masks = sample.boxes, sample.masks
+    if (h, w) != tuple(size):
+        sy, sx = size[0] / h, size[1] / w
+        boxes = boxes * torch.tensor([sx, sy, sx, sy], dtype=boxes.dtype)
+        if len(masks):
+            masks = F.interpolate(masks[None].float(), size=size, mode="bilinear")[0] >= 0.5
+        else:
+            masks = torch.zeros((0, *size), dtype=torch.bool)
+    input_size = (int(size[0]), int(size[1]))
+    return TrainSample(sample.image, input_size, boxes, sample.labels, masks, sample.image_id)
 
 
 def hflip(sample: Sample) -> Sample:
@@ -66,6 +85,10 @@ def hflip(sample: Sample) -> Sample:
 class TrainTransform:
     """Scale jitter (one of ``min_sizes`` per image) and random flips.
 
+    The model-input size follows the serving rule
+    (:func:`~streamseg.segment.preprocess.resized_size`) with the drawn
+    shorter side.
+
     Attributes:
         min_sizes: shorter-side lengths to draw from (pixels).
         max_size: cap on the longer side (pixels).
@@ -76,16 +99,16 @@ class TrainTransform:
     max_size: int
     hflip_prob: float = 0.5
 
-    def __call__(self, sample: Sample, generator: torch.Generator) -> Sample:
+    def __call__(self, sample: Sample, generator: torch.Generator) -> TrainSample:
         pick = int(torch.randint(len(self.min_sizes), (1,), generator=generator))
         flip = float(torch.rand((), generator=generator)) < self.hflip_prob
-        size = resized_shape(*sample.size, self.min_sizes[pick], self.max_size)
-        out = resize(sample, size)
-        out = _drop_empty(out)
-        return hflip(out) if flip else out
+        if flip:
+            sample = hflip(sample)
+        size = resized_size(*sample.size, self.min_sizes[pick], self.max_size)
+        return _drop_empty(resize_targets(sample, size))
 
 
-def _drop_empty(sample: Sample) -> Sample:
+def _drop_empty(sample: TrainSample) -> TrainSample:
     """Remove instances whose box or mask vanished in resizing."""
     b = sample.boxes
     keep = (b[:, 2] - b[:, 0] >= 1) & (b[:, 3] - b[:, 1] >= 1) & sample.masks.flatten(1).any(1)
@@ -96,34 +119,27 @@ def _drop_empty(sample: Sample) -> Sample:
     )
 
 
-def batch_images(
-    images: Sequence[Tensor],
-    *,
-    channel_order: str,
-    scale: float,
-    mean: Sequence[float],
-    std: Sequence[float],
-    size_divisibility: int,
-    device: torch.device | str = "cpu",
-) -> tuple[Tensor, list[tuple[int, int]]]:
-    """``uint8 (H, W, 3)`` RGB images -> normalised, zero-padded ``float32 (B, 3, H, W)``.
+def train_batch(
+    samples: Sequence[TrainSample], spec: InputSpec, device: torch.device | str = "cpu"
+) -> tuple[Tensor, list[tuple[int, int]], list[dict[str, Any]]]:
+    """Augmented samples -> ``(images, image_sizes, targets)`` for a training step.
 
-    Follows a model's ``InputSpec``: channels reordered to ``channel_order``,
-    divided by ``scale``, then ``(x - mean) / std``; height and width padded
-    up to a multiple of ``size_divisibility``. Returns the batch and the
-    unpadded ``(h, w)`` of each image.
+    ``images`` is :func:`~streamseg.segment.preprocess.preprocess`'s batch
+    (each image resized to its ``input_size``), ``targets`` one dict of
+    ``boxes``, ``labels`` and ``uint8 masks`` per image, on ``device``.
     """
-    sizes = [(int(im.shape[0]), int(im.shape[1])) for im in images]
-    div = max(1, size_divisibility)
-    ph = -(-max(h for h, _ in sizes) // div) * div
-    pw = -(-max(w for _, w in sizes) // div) * div
-    out = torch.zeros((len(images), 3, ph, pw), dtype=torch.float32, device=device)
-    m = torch.tensor(mean, dtype=torch.float32, device=device).view(3, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32, device=device).view(3, 1, 1)
-    for i, im in enumerate(images):
-        x = im.to(device, non_blocking=True).permute(2, 0, 1).float()
-        if channel_order.upper() == "BGR":
-            x = x.flip(0)
-        h, w = sizes[i]
-        out[i, :, :h, :w] = (x / scale - m) / s
-    return out, sizes
+    inputs = preprocess(
+        [s.image for s in samples],
+        spec,
+        device=device,
+        sizes=[s.input_size for s in samples],
+    )
+    targets = [
+        {
+            "boxes": s.boxes.to(device),
+            "labels": s.labels.to(device),
+            "masks": s.masks.to(device, torch.uint8),
+        }
+        for s in samples
+    ]
+    return inputs.images, inputs.image_sizes, targets

@@ -9,24 +9,18 @@ import pytest
 import torch
 
 from streamseg.models.mask2former.build import mask2former_tiny
+from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
 from streamseg.train.data import Sample, SyntheticDataset
 from streamseg.train.evaluate import evaluate_model
-from streamseg.train.transforms import batch_images
 
 STEPS = 60
 
 
 def _batch(model, samples: list[Sample]):
-    spec = model.input_spec
-    images, sizes = batch_images(
-        [s.image for s in samples],
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-    )
+    own = [s.size for s in samples]  # no resize
+    inputs = preprocess([s.image for s in samples], model.input_spec, sizes=own)
+    images, sizes = inputs.images, inputs.image_sizes
     targets = [
         {"boxes": s.boxes, "labels": s.labels, "masks": s.masks.to(torch.uint8)} for s in samples
     ]

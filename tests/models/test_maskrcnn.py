@@ -9,21 +9,15 @@ import torch
 
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError, save_checkpoint
+from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES, SyntheticScene
-from streamseg.train.transforms import batch_images
 from streamseg.types import Instances
 
 
 def _inputs(model: torch.nn.Module, images: list[torch.Tensor]):  # type: ignore[no-untyped-def]
-    spec = model.input_spec
-    return batch_images(
-        images,
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-    )
+    own = [(int(im.shape[0]), int(im.shape[1])) for im in images]  # no resize
+    inputs = preprocess(images, model.input_spec, sizes=own)
+    return inputs.images, inputs.image_sizes
 
 
 def _run(model: torch.nn.Module, images: list[torch.Tensor]) -> list[Instances]:

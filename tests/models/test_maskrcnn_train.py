@@ -8,23 +8,17 @@ import pytest
 import torch
 
 from streamseg.models import build_model
+from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.freeze import freeze_backbone_stages
-from streamseg.train.transforms import batch_images
 
 LOSSES = {"loss_objectness", "loss_rpn_box_reg", "loss_classifier", "loss_box_reg", "loss_mask"}
 
 
 def _batch(model: torch.nn.Module, frames):  # type: ignore[no-untyped-def]
-    spec = model.input_spec
-    images, sizes = batch_images(
-        [f.image for f in frames],
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-    )
+    own = [(int(f.image.shape[0]), int(f.image.shape[1])) for f in frames]  # no resize
+    inputs = preprocess([f.image for f in frames], model.input_spec, sizes=own)
+    images, sizes = inputs.images, inputs.image_sizes
     targets = [
         {"boxes": f.gt.boxes, "labels": f.gt.labels, "masks": f.gt.masks.to(torch.uint8)}
         for f in frames

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from streamseg.config import ConfigError
 from streamseg.config.record import RecordConfig
-from streamseg.train.config import ConfigError, load_train_config
+from streamseg.train.config import load_train_config
 
 GOOD = """\
 model:
@@ -23,7 +24,11 @@ output:
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "train.yaml"
+    return _write_as(tmp_path, "train.yaml", text)
+
+
+def _write_as(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
     path.write_text(text)
     return path
 
@@ -65,19 +70,19 @@ def test_model_options_are_plain_python(tmp_path: Path) -> None:
         (
             "  iterations: 10",
             "  iterations: 10\n  batchsize: 4",
-            ":8: solver.batchsize: unknown field",
+            ":8: solver.batchsize: unknown key 'batchsize' (did you mean 'batch_size'?",
         ),
         (
             "  arch: maskrcnn_small",
             "  arch: yolo",
-            ":2: model.arch: Value error, unknown arch 'yolo'",
+            ":2: model.arch: unknown arch 'yolo'; valid: maskrcnn_r50_fpn",
         ),
         (
             "    - annotations: a.json",
             "    - images: x/",
-            ":5: data.train.0: Value error, give exactly one",
+            ":5: data.train[0]: give exactly one",
         ),
-        ("output:\n  dir: runs/x\n", "", ":1: output: required field is missing"),
+        ("output:\n  dir: runs/x\n", "", ":1: output: required key is missing (add `output:`)"),
         (
             "  iterations: 10",
             "  iterations: 10\n  precision: fp8",
@@ -86,7 +91,7 @@ def test_model_options_are_plain_python(tmp_path: Path) -> None:
         (
             "  iterations: 10",
             "  iterations: 10\n  schedule: step\n  steps: [20]",
-            ":9: solver.steps: Value error, `steps` must be",
+            ":9: solver.steps: `steps` must be",
         ),
     ],
 )
@@ -98,10 +103,14 @@ def test_errors_name_field_and_line(tmp_path: Path, old: str, new: str, expected
 
 
 def test_not_yaml_and_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="not valid YAML"):
-        load_train_config(_write(tmp_path, "model: [\n"))
-    with pytest.raises(ConfigError, match="cannot read config"):
+    path = _write(tmp_path, GOOD.replace("  iterations: 10", "  iterations: [10"))
+    with pytest.raises(ConfigError, match=rf"{path}:8: YAML syntax error") as err:
+        load_train_config(path)
+    assert "check indentation, colons and quotes" in str(err.value)
+    with pytest.raises(ConfigError, match=r"nope.yaml: file not found .*training config"):
         load_train_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match=r"list.yaml:1: the top level must be a mapping"):
+        load_train_config(_write_as(tmp_path, "list.yaml", "- model\n"))
 
 
 def test_overrides(tmp_path: Path) -> None:
@@ -114,6 +123,54 @@ def test_overrides(tmp_path: Path) -> None:
         load_train_config(path, ["solver.iterations=-1"])
     with pytest.raises(ConfigError, match=r"must look like section\.field=value"):
         load_train_config(path, ["solver.iterations"])
+    with pytest.raises(ConfigError, match=r"--set 'output.dir.x=1': output.dir is not a section"):
+        load_train_config(path, ["output.dir.x=1"])
+    # A key the file does not have: the error names the section's line.
+    with pytest.raises(ConfigError, match=r"\(with --set\):6: solver.lr: Input should be greater"):
+        load_train_config(path, ["solver.lr=0"])
+
+
+def test_every_error_is_listed_at_once_with_its_line(tmp_path: Path) -> None:
+    text = GOOD.replace("  iterations: 10", "  iterations: -1\n  lr: fast").replace(
+        "  dir: runs/x", "  dir: runs/x\n  period: 3"
+    )
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_train_config(path)
+    assert [(i.line, i.path) for i in err.value.issues] == [
+        (7, "solver.iterations"),
+        (8, "solver.lr"),
+        (11, "output.period"),
+    ]
+    assert str(err.value).count(str(path)) == 3
+    assert "did you mean 'log_period'?" in str(err.value)
+
+
+def test_environment_variables_are_substituted(tmp_path: Path) -> None:
+    text = GOOD.replace("  dir: runs/x", "  dir: ${RUNS:-runs}/${RUN_NAME}").replace(
+        "  iterations: 10", "  iterations: ${ITERS:-10}\n  precision: ${PRECISION}"
+    )
+    path = _write(tmp_path, text)
+    env = {"RUN_NAME": "dock", "PRECISION": "bf16", "ITERS": "25"}
+    cfg = load_train_config(path, environ=env)
+    assert cfg.output.dir == "runs/dock" and cfg.solver.precision == "bf16"
+    assert cfg.solver.iterations == 25
+    cfg = load_train_config(path, ["output.dir=${RUNS}/x"], environ={**env, "RUNS": "/r"})
+    assert cfg.output.dir == "/r/x"
+
+
+def test_unset_environment_variable_names_line_field_and_fix(tmp_path: Path) -> None:
+    text = GOOD.replace("  dir: runs/x", "  dir: runs/${RUN_NAME}")
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_train_config(path, environ={})
+    assert str(err.value) == (
+        f"{path}:9: output.dir: environment variable RUN_NAME is not set "
+        "(export RUN_NAME=... or write ${RUN_NAME:-default})"
+    )
+    path = _write(tmp_path, GOOD.replace("  iterations: 10", "  iterations: ${1X}"))
+    with pytest.raises(ConfigError, match=r":7: solver.iterations: bad variable reference"):
+        load_train_config(path, environ={})
 
 
 def test_record_section() -> None:

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from streamseg.models import InputSpec
+from streamseg.segment.preprocess import preprocess, resized_size
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.data import CocoDataset, DatasetError, Sample, SyntheticDataset, UnionDataset
 from streamseg.train.datasets import resolve_class_names
-from streamseg.train.transforms import TrainTransform, batch_images, hflip, resize, resized_shape
+from streamseg.train.transforms import TrainTransform, hflip, resize_targets, train_batch
 from tests.support.coco import write_coco
 
 
@@ -118,12 +120,13 @@ def _sample() -> Sample:
     return Sample(image, torch.tensor([[5.0, 10.0, 25.0, 20.0]]), torch.tensor([1]), masks, 0)
 
 
-def test_resize_and_flip_keep_boxes_masks_and_pixels_aligned() -> None:
-    assert resized_shape(40, 60, 20, 1000) == (20, 30)
-    assert resized_shape(40, 60, 100, 120) == (80, 120)
-    s = resize(_sample(), (20, 30))
+def test_targets_follow_the_serving_size_and_flips_keep_pixels_aligned() -> None:
+    assert resized_size(40, 60, 20, 1000) == (20, 30)
+    assert resized_size(40, 60, 100, 120) == (80, 120)
+    s = resize_targets(_sample(), (20, 30))
     assert s.boxes.tolist() == [[2.5, 5.0, 12.5, 10.0]]
-    assert s.masks.shape == (1, 20, 30) and s.image.shape == (20, 30, 3)
+    assert s.masks.shape == (1, 20, 30) and s.input_size == (20, 30)
+    assert s.image.shape == (40, 60, 3)  # preprocess resizes the image itself
     f = hflip(_sample())
     assert f.boxes.tolist() == [[35.0, 10.0, 55.0, 20.0]]
     assert bool(f.masks[0, 15, 40]) and int(f.image[15, 40, 0]) == 255
@@ -135,24 +138,26 @@ def test_train_transform_is_a_function_of_the_generator_seed() -> None:
     outs = [t(_sample(), torch.Generator().manual_seed(s)) for s in range(12)]
     again = [t(_sample(), torch.Generator().manual_seed(s)) for s in range(12)]
     assert all(torch.equal(a.image, b.image) for a, b in zip(outs, again, strict=True))
-    assert {o.size[0] for o in outs} == {20, 30, 40}  # scale jitter
-    assert len({tuple(o.boxes[0].tolist()) for o in outs if o.size[0] == 20}) == 2  # flips
+    assert all(torch.equal(a.masks, b.masks) for a, b in zip(outs, again, strict=True))
+    assert {o.input_size[0] for o in outs} == {20, 30, 40}  # scale jitter
+    assert len({tuple(o.boxes[0].tolist()) for o in outs if o.input_size[0] == 20}) == 2  # flips
 
 
-def test_batch_images_normalises_and_pads() -> None:
-    a = torch.full((10, 12, 3), 255, dtype=torch.uint8)
-    b = torch.zeros((7, 20, 3), dtype=torch.uint8)
-    x, sizes = batch_images(
-        [a, b],
-        channel_order="RGB",
-        scale=255.0,
-        mean=(0.5, 0.5, 0.5),
-        std=(0.5, 0.5, 0.5),
-        size_divisibility=8,
-    )
-    assert x.shape == (2, 3, 16, 24) and sizes == [(10, 12), (7, 20)]
-    assert float(x[0, :, :10, :12].min()) == 1.0 and float(x[0, :, 10:].abs().max()) == 0.0
-    assert float(x[1, :, :7, :20].max()) == -1.0
+def test_train_batch_is_preprocess_at_the_drawn_sizes() -> None:
+    spec = InputSpec(mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), size_divisibility=8)
+    t = TrainTransform(min_sizes=(20, 30), max_size=100, hflip_prob=0.0)
+    samples = [t(_sample(), torch.Generator().manual_seed(s)) for s in range(4)]
+    images, sizes, targets = train_batch(samples, spec)
+    assert sizes == [s.input_size for s in samples]
+    for size, target in zip(sizes, targets, strict=True):
+        assert tuple(target["masks"].shape[-2:]) == size and target["masks"].dtype == torch.uint8
+    want = preprocess([s.image for s in samples], spec, sizes=sizes)
+    assert torch.equal(images, want.images)
+    # The serving rule with the drawn shorter side, white stays white (1.0).
+    assert images.shape[-2:] == (32, 48)
+    assert bool((images[:, :, 8, 8] == 1.0).all()) and bool((images[:, :, 0, 0] == -1.0).all())
+    h = sizes[0][0]
+    assert float(images[0, :, h:].abs().max()) == 0.0  # zero padding
 
 
 def test_synthetic_dataset_frames_and_ground_truth() -> None:

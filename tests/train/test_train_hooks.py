@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from streamseg.models.checkpoint import read_checkpoint
+from streamseg.segment.loading import load_trained_model
 from streamseg.train.checkpointing import read_training_state
 from streamseg.train.config import TrainConfig
 from streamseg.train.datasets import build_dataset
 from streamseg.train.engine import run_training
 from streamseg.train.evaluate import evaluate_model
-from streamseg.train.modeling import load_trained_model
 from tests.support.servers import cli_env
 from tests.support.training import SCENE, StopAt, tiny_config, tiny_yaml, weights
 

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.models.checkpoint import save_checkpoint
+from streamseg.segment.loading import load_trained_model
 from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
 from streamseg.train.data import CocoDataset, decode_segmentation
 from streamseg.train.datasets import resolve_class_names
@@ -27,7 +28,6 @@ from streamseg.train.label import (
     label_videos,
     sample_frames,
 )
-from streamseg.train.modeling import load_trained_model
 from streamseg.types import Instances
 from tests.support.coco import write_coco
 from tests.support.training import losses, tiny_config

@@ -8,25 +8,18 @@ import torch
 
 from streamseg.models import build_model
 from streamseg.models.checkpoint import read_checkpoint
+from streamseg.segment.preprocess import preprocess
 from streamseg.train.data import SyntheticDataset
 from streamseg.train.engine import run_training
 from streamseg.train.norm_init import frozen_norms, init_frozen_norms
-from streamseg.train.transforms import batch_images
 from tests.support.training import SCENE, tiny_config
 
 
 def _images(n: int) -> torch.Tensor:
     ds = SyntheticDataset(f"{SCENE}&frames={n}")
     spec = build_model("maskrcnn_small").input_spec
-    x, _ = batch_images(
-        [ds[i].image for i in range(n)],
-        channel_order=spec.channel_order,
-        scale=spec.scale,
-        mean=spec.mean,
-        std=spec.std,
-        size_divisibility=spec.size_divisibility,
-    )
-    return x
+    images = [ds[i].image for i in range(n)]
+    return preprocess(images, spec, sizes=[ds[i].size for i in range(n)]).images
 
 
 def test_every_frozen_norm_starts_out_normalising_its_input() -> None:

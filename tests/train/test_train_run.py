@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from streamseg.cli import main
-from streamseg.train.config import ConfigError
+from streamseg.config import ConfigError
+from streamseg.segment.loading import load_trained_model
 from streamseg.train.engine import run_training
-from streamseg.train.modeling import load_trained_model
 from tests.support.training import StopAt, losses, tiny_config, weights
 
 

@@ -14,7 +14,6 @@ new package.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from torch import Tensor, nn
 from streamseg.models import InputSpec
 from streamseg.segment import dense
 from streamseg.segment.backends.base import Backend
+from streamseg.segment.precision import autocast
 from streamseg.segment.preprocess import padded_size, resized_size
 
 __all__ = ["AotBackend", "PackageInfo", "dense_layout", "export_package", "read_package_info"]
@@ -48,13 +48,6 @@ class PackageInfo(dict[str, Any]):
         return (int(self["input_height"]), int(self["input_width"]))
 
 
-def _autocast(device_type: str, precision: str) -> contextlib.AbstractContextManager[Any]:
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type, dtype=dtype)
-
-
 class _Autocast(nn.Module):
     """Runs ``inner`` under autocast, so the precision is part of the exported graph."""
 
@@ -65,7 +58,7 @@ class _Autocast(nn.Module):
         self.precision = precision
 
     def forward(self, *args: Any) -> Any:
-        with _autocast(self.device_type, self.precision):
+        with autocast(self.device_type, self.precision):
             return self.inner(*args)
 
 
