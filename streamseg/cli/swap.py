@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     import redis
 
     from streamseg.ingest.url import redact_text, redact_url
-    from streamseg.train.swap import request_swap, status_key, wait_for_status
+    from streamseg.runtime.hotswap import request_swap, status_key, wait_for_status
 
     weights = args.weights
     if os.path.exists(weights):

@@ -133,12 +133,12 @@ def redis_url_with_credentials(r: RedisConfig) -> str:
 
 
 def build_swap_controller(config: PipelineConfig) -> Any:
-    """The hot-swap listener (``streamseg.train.swap``), or ``None`` when off."""
+    """The hot-swap listener (``streamseg.runtime.hotswap``), or ``None`` when off."""
     m = config.model
     watch = m.weights if m.watch_weights else None
     if not m.hot_swap and watch is None:
         return None
-    from streamseg.train.swap import SwapController
+    from streamseg.runtime.hotswap import SwapController
 
     url = redis_url_with_credentials(config.redis) if m.hot_swap else None
     return SwapController(redis_url=url, prefix=config.redis.stream_prefix, watch=watch).start()

@@ -12,7 +12,7 @@ import torch
 import streamseg.segment.segmenter as segment
 from streamseg.ingest.synthetic import SyntheticScene
 from streamseg.models.checkpoint import save_checkpoint
-from streamseg.train.swap import SwapController
+from streamseg.runtime.hotswap import SwapController
 from streamseg.types import Frame, FrameBatch, Instances
 
 NAMES = ["__background__", "disc", "square", "triangle", "star"]
