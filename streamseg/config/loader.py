@@ -26,7 +26,7 @@ from streamseg.config.yaml_tree import line_of, parse_yaml, to_plain
 __all__ = ["load_pipeline", "resolve_path"]
 
 # Fields whose input is never echoed in an error message.
-_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint"})
+_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token"})
 
 
 def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None) -> PipelineConfig:

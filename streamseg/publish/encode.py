@@ -13,17 +13,28 @@ Detections (one message per frame, stream ``<prefix>:detections:<camera>``)::
 Boxes are ``xyxy`` frame pixels, times unix seconds (``pts``: stream
 seconds), masks COCO compressed RLE (``null`` when the model has none).
 Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()``.
+
+``MessageEncoder`` turns what tracking produced into ``Message``s, encoded
+once whatever the number of sinks.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
+from streamseg.publish.sink import Message
 from streamseg.types import Event, FrameResult
 
-__all__ = ["DETECTIONS_SCHEMA_VERSION", "alert_message", "detections_message", "dumps"]
+__all__ = [
+    "DETECTIONS_SCHEMA_VERSION",
+    "MessageEncoder",
+    "alert_message",
+    "detections_message",
+    "dumps",
+]
 
 DETECTIONS_SCHEMA_VERSION = 1
 
@@ -86,6 +97,31 @@ def alert_message(event: Event) -> dict[str, Any]:
 def dumps(message: dict[str, Any]) -> bytes:
     """Compact UTF-8 JSON (no NaN/Infinity: those are not JSON)."""
     return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+class MessageEncoder:
+    """Each frame's detections and each alert event as a ``Message`` (JSON bytes).
+
+    Args:
+        arch / class_names: the model, named in every detections message.
+    """
+
+    def __init__(self, *, arch: str, class_names: Sequence[str]) -> None:
+        self._arch = arch
+        self._class_names = tuple(class_names)
+
+    def encode(self, items: Sequence[tuple[FrameResult, Sequence[Event]]]) -> list[Message]:
+        """Messages for ``items``, in order (a frame's alerts follow its detections)."""
+        out: list[Message] = []
+        for result, events in items:
+            frame = result.frame
+            msg = detections_message(
+                result, arch=self._arch, class_names=self._class_names, published_time=time.time()
+            )
+            out.append(Message("detections", frame.camera_id, dumps(msg), frame))
+            for event in events:
+                out.append(Message("alert", event.camera_id, dumps(alert_message(event))))
+        return out
 
 
 def _rle_json(rle: Any) -> dict[str, Any]:

@@ -9,9 +9,9 @@ import time
 
 import torch
 
-from streamseg.publish.connect import redis_client
-from streamseg.publish.publisher import RedisPublisher
-from streamseg.publish.stage import PublishStage
+from streamseg.config.redis import RedisConfig
+from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 from tests.conftest import REPO
 from tests.support.servers import RedisServer, cli_env
@@ -21,14 +21,9 @@ NAMES = ("__background__", "thing")
 
 def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> None:
     """``cameras``: camera -> number of frames; each frame's message has one instance."""
-    stage = PublishStage(
-        publisher=RedisPublisher(client_factory=lambda: redis_client(url=server.url)),
-        stream_prefix="streamseg",
-        maxlen=1000,
-        alerts_maxlen=1000,
-        arch="maskrcnn_small",
-        class_names=NAMES,
-    )
+    sink = build_sink(RedisConfig(url=server.url, maxlen=1000, alerts_maxlen=1000))
+    sink.start()
+    encoder = MessageEncoder(arch="maskrcnn_small", class_names=NAMES)
     items = []
     for cam, n in cameras.items():
         for seq in range(n):
@@ -46,8 +41,9 @@ def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> No
                 Event(rule="r", kind="enter", camera_id=cam, time=1.0, frame_seq=seq, zone="z")
             ] if seq < alerts else []  # fmt: skip
             items.append((FrameResult(frame.without_image(), inst), events))
-    stage.process(items)
-    assert stage.close(5)
+    sink.submit(encoder.encode(items))
+    assert sink.flush(5)
+    assert sink.close() == 0
 
 
 def lines(proc: subprocess.CompletedProcess[str]) -> list[dict]:  # type: ignore[type-arg]

@@ -46,7 +46,7 @@ def test_publishes_over_verified_tls(
         proc = serve(config, env={"REDIS_PASSWORD": REDIS_PW})
         client = redis.client()
         proc.wait_for(lambda: client.xlen("streamseg:detections:synth") >= 3, 90, "TLS publish")
-        assert proc.readyz()["redis"]["connected"] is True
+        assert proc.readyz()["sinks"]["redis"]["connected"] is True
         assert proc.terminate() == 0, proc.tail()
     finally:
         redis.stop()
@@ -63,9 +63,11 @@ def test_a_server_certificate_of_another_ca_is_refused(
     try:
         config = service_pipeline(CAMERAS, _redis_section(redis, stranger.ca))
         proc = serve(config, env={"REDIS_PASSWORD": REDIS_PW})
-        proc.wait_for(lambda: proc.readyz().get("redis", {}).get("buffered", 0) > 0, 90, "buffer")
+        proc.wait_for(
+            lambda: proc.readyz()["sinks"].get("redis", {}).get("buffered", 0) > 0, 90, "buffer"
+        )
         ready = proc.readyz()
-        assert ready["redis"]["connected"] is False
+        assert ready["sinks"]["redis"]["connected"] is False
         assert ready["cameras"]["synth"]["state"] == "streaming"  # cameras carry on
         assert redis.client().xlen("streamseg:detections:synth") == 0
         assert proc.terminate() == 0, proc.tail()
