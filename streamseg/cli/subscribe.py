@@ -7,7 +7,8 @@ Without ``--group`` it tails new messages (``--from-start``: everything
 still in the streams). With ``--group G --consumer C`` it reads as a member
 of consumer group ``G`` (created if needed) and acknowledges each message
 after printing it, so several subscribers share the work and a restarted
-one resumes where it stopped.
+one resumes where it stopped. ``--pipeline FILE`` connects with the
+service's own ``redis:`` section (password, TLS); see ``redis_args``.
 
 Exit codes: 0 after ``--count`` messages or on Ctrl-C; 1 when Redis cannot
 be reached; 2 for bad arguments.

@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 import torch
 
 from streamseg.config.redis import RedisConfig
@@ -14,14 +16,16 @@ from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 from tests.conftest import REPO
-from tests.support.servers import RedisServer, cli_env
+from tests.support.servers import RedisServer, cli_env, make_tls_files
 
 NAMES = ("__background__", "thing")
 
 
-def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> None:
+def publish(
+    server: RedisServer, cameras: dict[str, int], alerts: int = 0, cfg: RedisConfig | None = None
+) -> None:
     """``cameras``: camera -> number of frames; each frame's message has one instance."""
-    sink = build_sink(RedisConfig(url=server.url, maxlen=1000, alerts_maxlen=1000))
+    sink = build_sink(cfg or RedisConfig(url=server.url, maxlen=1000, alerts_maxlen=1000))
     sink.start()
     encoder = MessageEncoder(arch="maskrcnn_small", class_names=NAMES)
     items = []
@@ -123,3 +127,32 @@ def test_unreachable_redis_exit_1(cli) -> None:  # type: ignore[no-untyped-def]
 def test_usage_errors(cli) -> None:  # type: ignore[no-untyped-def]
     assert cli("subscribe", "--consumer", "x").returncode == 2
     assert cli("subscribe", "--count", "0").returncode == 2
+
+
+def test_pipeline_section_connects_over_mutual_tls(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``--pipeline`` takes the service's url, ``${REDIS_PASSWORD}``, CA and client
+    certificate: the sink and ``subscribe`` both reach a TLS-only, client-cert Redis."""
+    files = make_tls_files(tmp_path / "pki")
+    server = RedisServer(tmp_path, password="tls-pw-77", tls=files, client_certs=True)
+    server.start()
+    try:
+        tls = {"ca_file": str(files.ca), "cert_file": str(files.client_cert),
+               "key_file": str(files.client_key)}  # fmt: skip
+        section = {"url": f"rediss://127.0.0.1:{server.port}/0", "password": "${REDIS_PASSWORD}",
+                   "tls": tls, "stream_prefix": "site7"}  # fmt: skip
+        cfg = RedisConfig.model_validate({**section, "password": "tls-pw-77"})
+        publish(server, {"a": 2}, cfg=cfg)
+        path = tmp_path / "pipeline.yaml"
+        path.write_text(json.dumps({"cameras": [{"id": "a", "url": "synthetic://"}],
+                                    "redis": section}))  # fmt: skip
+        monkeypatch.setenv("REDIS_PASSWORD", "tls-pw-77")
+        proc = cli("subscribe", "--pipeline", str(path), "--from-start", "--count", "2")
+        assert proc.returncode == 0, proc.stderr
+        assert [m["seq"] for m in lines(proc)] == [0, 1]
+        # Without the client certificate the same server refuses the connection.
+        bare = cli("subscribe", "--redis", cfg.url, "--from-start", "--count", "1")
+        assert bare.returncode == 1 and "tls-pw-77" not in bare.stderr
+    finally:
+        server.stop()
