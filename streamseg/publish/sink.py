@@ -287,10 +287,8 @@ class BufferedSink(abc.ABC):
             return
         ok = [m for m, r in zip(batch, results, strict=True) if r is None]
         bad = [(m, r) for m, r in zip(batch, results, strict=True) if r is not None]
-        with self._cond:
-            self._inflight = 0
-            self.published += len(ok)
-            self._cond.notify_all()
+        # Report before the batch stops counting as in flight: once flush()
+        # returns, every message has been reported to the listener.
         if bad:
             for _m, err in bad:
                 self._error(self.write_op, err)
@@ -303,6 +301,10 @@ class BufferedSink(abc.ABC):
             self._drop([m for m, _ in bad], "rejected")
         if ok and self._listener is not None:
             self._listener.published(self.name, ok)
+        with self._cond:
+            self._inflight = 0
+            self.published += len(ok)
+            self._cond.notify_all()
 
     def _trim(self) -> list[Message]:
         """Drop the oldest beyond ``buffer_max`` (lock held); returns them."""

@@ -93,8 +93,12 @@ def test_tails_new_messages(redis_server: RedisServer) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
     )  # fmt: skip
     try:
-        time.sleep(1.5)  # let it take its position
         client = redis_server.client()
+        # Wait until it blocks in XREAD: its position is taken (start-up time varies).
+        deadline = time.monotonic() + 60
+        while not any(c.get("cmd") == "xread" for c in client.client_list()):
+            assert proc.poll() is None and time.monotonic() < deadline, "subscribe never read"
+            time.sleep(0.05)
         for seq in range(3):
             client.xadd("streamseg:detections:a", {"data": json.dumps({"seq": 100 + seq})})
         out, err = proc.communicate(timeout=30)
