@@ -67,9 +67,10 @@ class RedisStreamsSink(BufferedSink):
     def _connect(self) -> None:
         if self._client is None:
             self._client = self._factory()
-        self._client.ping()
         if self._conn is None:
-            self._conn = self._client.connection_pool.get_connection()
+            self._conn = self._client.connection_pool.get_connection()  # connects (TLS, AUTH)
+        self._conn.send_command("PING")
+        self._conn.read_response()
 
     def _write(self, batch: Sequence[Message]) -> list[BaseException | None]:
         import redis
