@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const="",
         metavar="URL",
-        help="read <prefix>:detections:<camera> streams (URL default: the pipeline's redis.url)",
+        help="read <prefix>:detections:<camera> streams (URL default: the pipeline's redis.url; "
+        "its password and TLS files apply either way)",
     )
     parser.add_argument("--prefix", help="stream prefix (default: the pipeline's stream_prefix)")
     parser.add_argument(
@@ -114,22 +115,20 @@ def _file_source(args: argparse.Namespace) -> Any:
 def _redis_source(args: argparse.Namespace, config: Any) -> Any:
     import redis
 
-    from streamseg.publish.connect import client_from_config, redis_client
-    from streamseg.redact import redact_url
+    from streamseg.cli.redis_args import redis_section
+    from streamseg.publish.connect import redis_client
+    from streamseg.redact import redact_text, redact_url
     from streamseg.track.replay import redis_cameras, redis_messages
 
-    prefix = args.prefix or config.redis.stream_prefix
-    if args.redis:
-        client = redis_client(url=args.redis, socket_timeout=30)
-        where = redact_url(args.redis)
-    else:
-        client = client_from_config(config.redis)
-        where = redact_url(config.redis.url)
+    section = redis_section(argparse.Namespace(redis=args.redis or None), config)
+    prefix = args.prefix or section.stream_prefix
+    client = redis_client(section, socket_timeout=max(section.socket_timeout, 30.0))
+    where = redact_url(section.url)
     try:
         client.ping()
         cameras = args.camera or redis_cameras(client, prefix)
     except redis.RedisError as exc:
-        print(f"streamseg: cannot reach Redis at {where}: {exc}", file=sys.stderr)
+        print(f"streamseg: cannot reach Redis at {where}: {redact_text(str(exc))}", file=sys.stderr)
         return None
     if not cameras:
         raise UsageError(f"no detections streams `{prefix}:detections:*` in Redis at {where}")

@@ -7,7 +7,8 @@ Without ``--group`` it tails new messages (``--from-start``: everything
 still in the streams). With ``--group G --consumer C`` it reads as a member
 of consumer group ``G`` (created if needed) and acknowledges each message
 after printing it, so several subscribers share the work and a restarted
-one resumes where it stopped.
+one resumes where it stopped. ``--pipeline FILE`` connects with the
+service's own ``redis:`` section (password, TLS); see ``redis_args``.
 
 Exit codes: 0 after ``--count`` messages or on Ctrl-C; 1 when Redis cannot
 be reached; 2 for bad arguments.
@@ -23,18 +24,13 @@ import time
 from typing import Any
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli.redis_args import add_redis_arguments, redis_section, stream_prefix
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--redis",
-        default=os.environ.get("STREAMSEG_REDIS_URL", "redis://127.0.0.1:6379/0"),
-        metavar="URL",
-        help="redis://[user:password@]host:port/db (default $STREAMSEG_REDIS_URL or local)",
-    )
-    parser.add_argument("--prefix", default="streamseg", help="stream name prefix")
+    add_redis_arguments(parser)
     parser.add_argument(
         "--camera", action="append", default=[], metavar="ID", help="a camera (repeatable)"
     )
@@ -63,25 +59,29 @@ def run(args: argparse.Namespace) -> int:
     import redis
 
     from streamseg.publish.connect import redis_client
-    from streamseg.redact import redact_url
+    from streamseg.redact import redact_text, redact_url
 
     if args.consumer and not args.group:
         raise UsageError("--consumer needs --group")
     if args.count is not None and args.count < 1:
         raise UsageError("--count must be >= 1")
-    client = redis_client(url=args.redis, socket_timeout=30)
+    section = redis_section(args)
+    client = redis_client(section, socket_timeout=max(section.socket_timeout, 30.0))
     try:
         client.ping()
     except redis.RedisError as exc:
-        print(f"streamseg: cannot reach Redis at {redact_url(args.redis)}: {exc}", file=sys.stderr)
+        print(
+            f"streamseg: cannot reach Redis at {redact_url(section.url)}: {redact_text(str(exc))}",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
-    reader = _Reader(client, args)
+    reader = _Reader(client, args, stream_prefix(args, section))
     try:
         reader.loop()
     except KeyboardInterrupt:
         pass
     except redis.RedisError as exc:
-        print(f"streamseg: Redis error: {exc}", file=sys.stderr)
+        print(f"streamseg: Redis error: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -89,12 +89,12 @@ def run(args: argparse.Namespace) -> int:
 class _Reader:
     """Follows the chosen streams with XREAD or XREADGROUP."""
 
-    def __init__(self, client: Any, args: argparse.Namespace) -> None:
+    def __init__(self, client: Any, args: argparse.Namespace, prefix: str) -> None:
         self.client, self.args = client, args
-        self.pattern = f"{args.prefix}:detections:*"
-        self.fixed = [f"{args.prefix}:detections:{c}" for c in args.camera]
+        self.pattern = f"{prefix}:detections:*"
+        self.fixed = [f"{prefix}:detections:{c}" for c in args.camera]
         if args.alerts:
-            self.fixed.append(f"{args.prefix}:alerts")
+            self.fixed.append(f"{prefix}:alerts")
         self.discover = not args.camera and not args.alerts
         self.consumer = args.consumer or f"{os.uname().nodename}-{os.getpid()}"
         self.ids: dict[str, str] = {}

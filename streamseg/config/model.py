@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 
@@ -90,8 +90,9 @@ class ModelConfig(ModelSource):
     without a trained checkpoint; detections are then meaningless).
     Thresholds left out (``null``) keep the model's own defaults.
     ``hot_swap``: ``streamseg swap`` requests on Redis load new weights
-    between two batches; ``watch_weights``: so does a change of the
-    ``weights`` file. ``backend: aot`` runs the package in ``aot_package``
+    between two batches (only those carrying ``swap_token``, when it is set);
+    ``watch_weights``: so does a change of the ``weights`` file.
+    ``backend: aot`` runs the package in ``aot_package``
     (written by ``streamseg export`` for this arch, batch size and frame size).
     """
 
@@ -101,6 +102,10 @@ class ModelConfig(ModelSource):
     )
     watch_weights: bool = Field(
         default=False, description="reload when the weights file changes on disk"
+    )
+    swap_token: SecretStr | None = Field(
+        default=None,
+        description="hot swap requests over Redis must carry this token (use ${SWAP_TOKEN})",
     )
     device: str = "cpu"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -122,6 +127,11 @@ class ModelConfig(ModelSource):
     detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
     min_size: int | None = Field(default=None, ge=16, le=4096)
     max_size: int | None = Field(default=None, ge=16, le=8192)
+
+    @field_validator("swap_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("device")
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from streamseg.config.base import StrictModel
 
@@ -77,6 +77,18 @@ class RedisConfig(StrictModel):
         if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
             raise ValueError("stream_prefix must be 1-64 letters, digits, '_', '.', ':' or '-'")
         return value
+
+    def with_url(self, url: str) -> RedisConfig:
+        """This section pointed at ``url`` (validated; ``ValueError`` when it is not
+        a redis url). Credentials written in ``url`` replace ``username``/``password``."""
+        parts = urllib.parse.urlsplit(url)
+        update: dict[str, object] = {"url": url}
+        if parts.username or parts.password:
+            update.update(username=None, password=None)
+        try:
+            return RedisConfig.model_validate({**self.model_dump(), **update})
+        except ValidationError as exc:
+            raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
     @property
     def use_tls(self) -> bool:

@@ -13,17 +13,30 @@ Detections (one message per frame, stream ``<prefix>:detections:<camera>``)::
 Boxes are ``xyxy`` frame pixels, times unix seconds (``pts``: stream
 seconds), masks COCO compressed RLE (``null`` when the model has none).
 Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()``.
+
+``MessageEncoder`` turns what tracking produced into ``Message``s, encoded
+once whatever the number of sinks.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
+from streamseg.publish.sink import Message
 from streamseg.types import Event, FrameResult
 
-__all__ = ["DETECTIONS_SCHEMA_VERSION", "alert_message", "detections_message", "dumps"]
+__all__ = [
+    "DETECTIONS_SCHEMA_VERSION",
+    "MessageEncoder",
+    "alert_message",
+    "detections_message",
+    "dumps",
+]
 
 DETECTIONS_SCHEMA_VERSION = 1
 
@@ -36,10 +49,16 @@ def detections_message(
     published_time: float,
 ) -> dict[str, Any]:
     """The detections message of one frame (see the module docstring)."""
-    frame, inst = result.frame, result.instances.to("cpu")
+    frame, inst = result.frame, result.instances
+    if not inst.boxes.is_cpu:
+        inst = inst.to("cpu")
     n = len(inst)
     boxes = inst.boxes.tolist()
     scores = inst.scores.tolist()
+    # One sum is finite only if every term is (boxes are far from overflowing);
+    # cheaper than a tensor check per frame.
+    if not math.isfinite(sum(scores) + sum(map(sum, boxes))):
+        raise ValueError(f"frame {frame.camera_id}#{frame.seq}: NaN or infinite boxes or scores")
     labels = inst.labels.tolist()
     tracks = inst.track_ids.tolist() if inst.track_ids is not None else [None] * n
     masks: list[Any] = [None] * n
@@ -62,6 +81,7 @@ def detections_message(
             }
         )
     height, width = inst.image_size
+    _check_finite([frame.pts, frame.capture_time, frame.camera_time, published_time])
     return {
         "schema_version": DETECTIONS_SCHEMA_VERSION,
         "type": "detections",
@@ -80,12 +100,59 @@ def detections_message(
 
 def alert_message(event: Event) -> dict[str, Any]:
     """The alert message of one event: ``Event.to_dict()``."""
-    return event.to_dict()
+    message = event.to_dict()
+    _check_finite(message)
+    return message
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON (no NaN/Infinity: those are not JSON)."""
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    """Compact UTF-8 JSON, by orjson.
+
+    The same JSON values as ``json.dumps(message, separators=(",", ":"),
+    allow_nan=False)``; only the spelling may differ (non-ASCII characters
+    as UTF-8 rather than ``\\u`` escapes, ``1e-5`` for ``1e-05``). NaN and
+    infinities are not JSON: the message builders above refuse them
+    (``ValueError``), since orjson would write ``null``.
+    """
+    return orjson.dumps(message)
+
+
+def _check_finite(value: Any) -> None:
+    """``ValueError`` when ``value`` holds a NaN or an infinity (what JSON cannot say)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not JSON")
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_finite(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _check_finite(v)
+
+
+class MessageEncoder:
+    """Each frame's detections and each alert event as a ``Message`` (JSON bytes).
+
+    Args:
+        arch / class_names: the model, named in every detections message.
+    """
+
+    def __init__(self, *, arch: str, class_names: Sequence[str]) -> None:
+        self._arch = arch
+        self._class_names = tuple(class_names)
+
+    def encode(self, items: Sequence[tuple[FrameResult, Sequence[Event]]]) -> list[Message]:
+        """Messages for ``items``, in order (a frame's alerts follow its detections)."""
+        out: list[Message] = []
+        for result, events in items:
+            frame = result.frame
+            msg = detections_message(
+                result, arch=self._arch, class_names=self._class_names, published_time=time.time()
+            )
+            out.append(Message("detections", frame.camera_id, dumps(msg), frame))
+            for event in events:
+                out.append(Message("alert", event.camera_id, dumps(alert_message(event))))
+        return out
 
 
 def _rle_json(rle: Any) -> dict[str, Any]:

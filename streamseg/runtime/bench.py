@@ -36,7 +36,8 @@ import torch
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.redis import RedisConfig
-from streamseg.runtime.factory import build_publish_stage, build_tracker, open_camera
+from streamseg.publish.sinks import build_sinks
+from streamseg.runtime.factory import build_encoder, build_tracker, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
 from streamseg.types import Frame, FrameBatch
@@ -126,7 +127,8 @@ def _pipeline(
         sources=sources,
         segmenter=segmenter,
         tracker=build_tracker(config, class_names),
-        publish=build_publish_stage(config, class_names),
+        encoder=build_encoder(config, class_names),
+        sinks=build_sinks(config),
         batch_size=m.batch_size,
         max_wait=m.max_wait_ms / 1000,
         camera_queue=rt.camera_queue,
@@ -242,10 +244,10 @@ def redis_for_bench(cfg: RedisConfig) -> Iterator[RedisConfig]:
     """``cfg`` when its Redis answers, else one for a throw-away local redis-server."""
     import redis
 
-    from streamseg.publish.connect import client_from_config
+    from streamseg.publish.connect import redis_client
 
     try:
-        client_from_config(cfg.model_copy(update={"socket_timeout": 1.0})).ping()
+        redis_client(cfg, socket_timeout=1.0).ping()
         yield cfg
         return
     except redis.RedisError:
@@ -274,10 +276,12 @@ def redis_for_bench(cfg: RedisConfig) -> Iterator[RedisConfig]:
 def _wait_redis(url: str, timeout: float = 10.0) -> None:
     import redis
 
+    from streamseg.publish.connect import redis_client
+
     deadline = time.monotonic() + timeout
     while True:
         try:
-            redis.Redis.from_url(url, socket_timeout=1).ping()
+            redis_client(RedisConfig(url=url), socket_timeout=1).ping()
             return
         except redis.RedisError:
             if time.monotonic() > deadline:

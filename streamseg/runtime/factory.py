@@ -7,7 +7,6 @@ keyword arguments (docs/architecture.md).
 from __future__ import annotations
 
 import logging
-import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,17 @@ from typing import Any
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.redis import RedisConfig
-from streamseg.publish.publisher import RedisPublisher
-from streamseg.publish.stage import PublishStage
+from streamseg.publish.encode import MessageEncoder
 from streamseg.redact import redact_url
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
 
 __all__ = [
     "build_clip_hook",
-    "build_publish_stage",
+    "build_encoder",
     "build_segmenter",
     "build_swap_controller",
     "build_tracker",
     "open_camera",
-    "redis_url_with_credentials",
     "source_options",
 ]
 
@@ -115,33 +111,30 @@ def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> Trackin
     return stage
 
 
-def redis_url_with_credentials(r: RedisConfig) -> str:
-    """The redis url with ``username``/``password`` folded in (for clients that take a url)."""
-    url = r.url
-    if r.use_tls and url.startswith("redis://"):
-        url = "rediss://" + url.removeprefix("redis://")
-    if r.username is None and r.password is None:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    user = urllib.parse.quote(r.username or parts.username or "", safe="")
-    pw = r.password.get_secret_value() if r.password is not None else (parts.password or "")
-    host = parts.hostname or ""
-    netloc = f"{user}:{urllib.parse.quote(pw, safe='')}@{host}" + (
-        f":{parts.port}" if parts.port else ""
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
-def build_swap_controller(config: PipelineConfig) -> Any:
-    """The hot-swap listener (``streamseg.train.swap``), or ``None`` when off."""
+def build_swap_controller(
+    config: PipelineConfig, *, on_refused: Callable[[str], None] | None = None
+) -> Any:
+    """The hot-swap listener (``streamseg.runtime.hotswap``), or ``None`` when off."""
     m = config.model
     watch = m.weights if m.watch_weights else None
     if not m.hot_swap and watch is None:
         return None
-    from streamseg.train.swap import SwapController
+    from streamseg.publish.connect import redis_client
+    from streamseg.runtime.hotswap import SwapController
 
-    url = redis_url_with_credentials(config.redis) if m.hot_swap else None
-    return SwapController(redis_url=url, prefix=config.redis.stream_prefix, watch=watch).start()
+    r = config.redis
+    poll_s = 1.0
+    return SwapController(
+        # XREAD blocks for poll_s: the socket must wait longer than that.
+        client_factory=(lambda: redis_client(r, socket_timeout=r.socket_timeout + poll_s))
+        if m.hot_swap
+        else None,
+        prefix=r.stream_prefix,
+        watch=watch,
+        poll_s=poll_s,
+        token=m.swap_token.get_secret_value() if m.swap_token is not None else None,
+        on_refused=on_refused,
+    ).start()
 
 
 def build_clip_hook(config: PipelineConfig) -> Any:
@@ -153,30 +146,6 @@ def build_clip_hook(config: PipelineConfig) -> Any:
     return ClipHook(config=config.record)
 
 
-def build_publish_stage(config: PipelineConfig, class_names: Sequence[str]) -> PublishStage:
-    from streamseg.publish.connect import client_from_config
-
-    r = config.redis
-    secrets = [r.password.get_secret_value()] if r.password is not None else []
-    publisher = RedisPublisher(
-        client_factory=lambda: client_from_config(r),
-        buffer_max=r.buffer_max_messages,
-        max_batch=r.max_batch,
-        reconnect_initial=r.reconnect_initial,
-        reconnect_max=r.reconnect_max,
-        secrets=secrets,
-    )
-    log.info(
-        "publish: %s, streams %s:detections:<camera> and %s",
-        redact_url(r.url),
-        r.stream_prefix,
-        r.alerts_stream,
-    )
-    return PublishStage(
-        publisher=publisher,
-        stream_prefix=r.stream_prefix,
-        maxlen=r.maxlen,
-        alerts_maxlen=r.alerts_maxlen,
-        arch=config.model.arch,
-        class_names=class_names,
-    )
+def build_encoder(config: PipelineConfig, class_names: Sequence[str]) -> MessageEncoder:
+    """The messages' encoder; the sinks come from ``streamseg.publish.sinks.build_sinks``."""
+    return MessageEncoder(arch=config.model.arch, class_names=class_names)

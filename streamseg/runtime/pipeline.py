@@ -8,12 +8,13 @@
         -> StageQueue "results" (block)
     track thread: TrackingStage.process per frame (stage "track")
         -> StageQueue "publish" (block)
-    publish thread: encode + pipelined XADD (stage "publish"); never blocks on Redis
+    publish thread: encode each message once (stage "publish") -> every sink
+    one thread per sink (streamseg.publish.sink): its outage buffer, writes, reconnects
 
 Frames keep their pixels only until segmentation. Stopping (``stop()``,
 SIGINT/SIGTERM) ends the sources; everything already read drains through
-every stage and Redis is flushed. A pipeline of file sources ends by itself
-when every file is done.
+every stage and every sink is flushed. A pipeline of file sources ends by
+itself when every file is done.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from streamseg.publish.publisher import Outgoing
-from streamseg.publish.stage import PublishStage
+from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
+from streamseg.runtime.delivery import Delivery
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
@@ -49,13 +51,14 @@ TrackItem = tuple[FrameResult, list[Event]]
 
 
 class Pipeline:
-    """Cameras -> batches -> segmenter -> tracking -> Redis, in threads.
+    """Cameras -> batches -> segmenter -> tracking -> sinks, in threads.
 
     Args:
         sources: ``{camera id: Source}``.
         segmenter: runs the model on a ``FrameBatch``.
         tracker: the tracking/alerts stage, or ``None`` to pass results through.
-        publish: the Redis stage.
+        encoder: turns results and events into messages (JSON, once).
+        sinks: where every message goes (Redis Streams, ...); names unique.
         batch_size / max_wait: batching limits (frames, seconds).
         camera_queue / results_queue / publish_queue: queue capacities.
         drain_timeout: seconds allowed to drain and flush after ``stop()``.
@@ -72,7 +75,8 @@ class Pipeline:
         sources: Mapping[str, SourceLike],
         segmenter: SegmenterLike,
         tracker: TrackingStageLike | None,
-        publish: PublishStage,
+        encoder: MessageEncoder,
+        sinks: Sequence[Sink],
         batch_size: int,
         max_wait: float,
         camera_queue: int = 2,
@@ -87,7 +91,10 @@ class Pipeline:
         from opentelemetry.trace import NoOpTracer
 
         self.sources = dict(sources)
-        self.segmenter, self.tracker, self.publish = segmenter, tracker, publish
+        self.segmenter, self.tracker, self.encoder = segmenter, tracker, encoder
+        self.sinks = list(sinks)
+        if not self.sinks or len({s.name for s in self.sinks}) != len(self.sinks):
+            raise ValueError("a pipeline needs at least one sink, each with its own name")
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.on_events = between_batches, on_events
         self.drain_timeout = drain_timeout
@@ -101,11 +108,9 @@ class Pipeline:
             self.queues.add_camera(cid, live=bool(src.live), capacity=cap)
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
-        publisher = publish.publisher
-        publisher.on_published = self._on_published
-        publisher.on_dropped = self._on_publish_dropped
-        publisher.on_error = self._on_redis_error
-        publisher.on_reconnect = self._on_redis_reconnect
+        self.delivery = Delivery(
+            sinks=len(self.sinks), stats=self.stats, metrics=metrics, tracer=self.tracer
+        )
         self._source_state: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._done = threading.Event()
@@ -117,13 +122,14 @@ class Pipeline:
                 camera_health=lambda: {
                     c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
                 },
-                redis_state=lambda: (publisher.connected, publisher.buffered),
+                sink_state=self.sink_states,
             )
 
     # -- control ---------------------------------------------------------
     def start(self) -> None:
-        """Connect to Redis (without waiting for it) and start every thread."""
-        self.publish.publisher.connect()
+        """Start every thread; the sinks connect in their own, without delaying the others."""
+        for sink in self.sinks:
+            sink.start(self.delivery)
         for cid, src in self.sources.items():
             self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._spawn("segment", self._run_segment)
@@ -131,9 +137,9 @@ class Pipeline:
         self._spawn("publish", self._run_publish)
 
     def stop(self) -> None:
-        """Stop reading cameras; what was read still drains to Redis."""
+        """Stop reading cameras; what was read still drains to the sinks."""
         if not self.stop_event.is_set():
-            log.info("runtime: stopping: draining in-flight frames and flushing Redis")
+            log.info("runtime: stopping: draining in-flight frames and flushing the sinks")
             self._stop_time = time.monotonic()
             self.stop_event.set()
 
@@ -165,6 +171,10 @@ class Pipeline:
         depths["results"] = self.results.depth()
         depths["publish"] = self.to_publish.depth()
         return depths
+
+    def sink_states(self) -> dict[str, tuple[bool, int]]:
+        """``{sink name: (connected, messages buffered)}``."""
+        return {s.name: (h.connected, h.buffered) for s in self.sinks for h in [s.health()]}
 
     def camera_states(self) -> dict[str, tuple[str, int, dict[str, Any]]]:
         """``{camera: (state, reconnects, details)}`` from the sources' health."""
@@ -319,54 +329,38 @@ class Pipeline:
 
     # -- publish -----------------------------------------------------------------
     def _run_publish(self) -> None:
-        publisher = self.publish.publisher
         try:
             end = False
             while not end:
-                wait = publisher.retry_in() if publisher.buffered else 0.5
-                groups, end = self.to_publish.get_many(64, 0.5 if wait is None else min(wait, 0.5))
+                groups, end = self.to_publish.get_many(64, 0.5)
                 items = [item for g in groups for item in g]
                 if items:
                     t0 = time.monotonic()
                     with self.tracer.stage("publish", [r.frame for r, _ in items]):
-                        self.publish.process(items)
+                        messages = self.encoder.encode(items)
+                        for sink in self.sinks:
+                            sink.submit(messages)
                     self._stage_time("publish", t0)
-                else:
-                    publisher.poll()
-            left = self.drain_timeout - (time.monotonic() - (self._stop_time or time.monotonic()))
-            if not self.publish.close(max(1.0, left)):
-                lost = publisher.discard()  # counted as dropped (reason redis)
-                log.warning("publish: %d messages could not reach Redis; dropped", lost)
+            deadline = (self._stop_time or time.monotonic()) + self.drain_timeout
+            for sink in self.sinks:  # they flush at once, each in its own thread
+                sink.flush(max(1.0, deadline - time.monotonic()))
         except BaseException as exc:
             self._fail("publish", exc)
         finally:
+            self._close_sinks()
             self._done.set()
 
-    def _on_published(self, entries: Sequence[Outgoing]) -> None:
-        now = time.time()
-        for e in entries:
-            if self.metrics is not None:
-                self.metrics.messages.add(1, {"type": e.kind})
-            if e.frame is not None:
-                latency = max(0.0, now - e.frame.capture_time)
-                self.stats.published(e.frame.camera_id, latency)
-                self.tracer.end(e.frame, latency_s=latency)
-
-    def _on_publish_dropped(self, entries: Sequence[Outgoing]) -> None:
-        if self.metrics is not None:
-            self.metrics.redis_dropped.add(len(entries))
-        for e in entries:
-            if e.frame is not None:
-                self.stats.dropped(e.frame.camera_id, "redis")
-                self.tracer.end(e.frame, dropped="redis")
-
-    def _on_redis_error(self, op: str, kind: str) -> None:
-        if self.metrics is not None:
-            self.metrics.redis_errors.add(1, {"op": op, "error": kind})
-
-    def _on_redis_reconnect(self, ok: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.redis_reconnects.add(1, {"outcome": "ok" if ok else "failed"})
+    def _close_sinks(self) -> None:
+        for sink in self.sinks:
+            try:
+                lost = sink.close()  # what is left is counted as dropped (reason: the sink)
+            except Exception as exc:
+                self._stage_error("publish", exc)
+                continue
+            if lost:
+                log.warning(
+                    "publish: %d messages could not reach sink %s; dropped", lost, sink.name
+                )
 
     # -- errors ---------------------------------------------------------------------
     def _stage_time(self, stage: str, t0: float) -> None:

@@ -18,9 +18,10 @@ from typing import Any, TextIO
 
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.publish.sinks import build_sinks
 from streamseg.runtime.factory import (
     build_clip_hook,
-    build_publish_stage,
+    build_encoder,
     build_segmenter,
     build_swap_controller,
     build_tracker,
@@ -126,7 +127,10 @@ class Service:
             segmenter.close()
             return None
         class_names = tuple(segmenter.class_names)
-        swap = build_swap_controller(self.config)
+        metrics = PipelineMetrics(telemetry.meter)
+        swap = build_swap_controller(
+            self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
+        )
         clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
         device = model.device if any(c.decode == "dali" for c in self.cameras) else "cpu"
@@ -138,14 +142,15 @@ class Service:
             sources=sources,
             segmenter=segmenter,
             tracker=build_tracker(self.config, class_names),
-            publish=build_publish_stage(self.config, class_names),
+            encoder=build_encoder(self.config, class_names),
+            sinks=build_sinks(self.config),
             batch_size=model.batch_size,
             max_wait=model.max_wait_ms / 1000,
             camera_queue=rt.camera_queue,
             results_queue=rt.results_queue,
             publish_queue=rt.publish_queue,
             drain_timeout=rt.drain_timeout,
-            metrics=PipelineMetrics(telemetry.meter),
+            metrics=metrics,
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
             between_batches=swap.apply_pending if swap is not None else None,
             on_events=clips.on_events if clips is not None else None,
@@ -157,10 +162,7 @@ class Service:
         status = StatusReporter(
             stats=pipeline.stats,
             states=lambda: {c: s for c, (s, _r, _d) in pipeline.camera_states().items()},
-            redis=lambda: (
-                pipeline.publish.publisher.connected,
-                pipeline.publish.publisher.buffered,
-            ),
+            sinks=pipeline.sink_states,
             interval=self.config.runtime.status_interval,
             stream=self.status_stream,
         )
@@ -193,47 +195,52 @@ class Service:
 
     def _log_summary(self, pipeline: Pipeline) -> None:
         p50, p99 = pipeline.stats.latency_percentiles(50, 99)
-        pub = pipeline.publish.publisher
         for cid, c in pipeline.stats.snapshot().items():
             log.info(
                 "summary[%s]: %d frames read, %d dropped, %d segmented, %d published",
                 cid, c.frames_in, c.dropped, c.processed, c.published,
             )  # fmt: skip
+        sinks = [s.health() for s in pipeline.sinks]
         log.info(
-            "summary: latency p50 %s p99 %s; redis: %d messages, %d dropped, %d reconnects",
-            _ms(p50), _ms(p99), pub.published, pub.dropped, pub.reconnects,
+            "summary: latency p50 %s p99 %s; %s",
+            _ms(p50), _ms(p99),
+            "; ".join(
+                f"{h.name}: {h.published} messages, {h.dropped} dropped, {h.reconnects} reconnects"
+                for h in sinks
+            ),
         )  # fmt: skip
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """``(ready, details)`` for ``/readyz``.
 
-        Ready: the model is loaded, Redis answers, at least one camera is
+        Ready: the model is loaded, every sink answers, at least one camera is
         streaming (or a file is done) and the service is not stopping.
+        ``sinks``: ``{name: {type, connected, buffered, published, dropped,
+        errors, reconnects}}``.
         """
         p = self.pipeline
         if p is None:
             cams: dict[str, Any] = {c.id: {"state": "connecting"} for c in self.cameras}
-            redis: dict[str, Any] = {"connected": False}
+            sinks: dict[str, Any] = {
+                "redis": {"type": "redis", "connected": False},
+                **{s.name: {"type": s.type, "connected": False} for s in self.config.sinks},
+            }
         else:
             cams = {cid: d for cid, (_s, _r, d) in p.camera_states().items()}
-            pub = p.publish.publisher
-            redis = {
-                "connected": pub.connected,
-                "buffered": pub.buffered,
-                "dropped": pub.dropped,
-                "errors": pub.errors,
-                "reconnects": pub.reconnects,
-            }
+            sinks = {}
+            for sink in p.sinks:
+                health = sink.health().to_dict()
+                sinks[health.pop("name")] = health
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
         ready = (
             self.model_loaded
-            and bool(redis["connected"])
+            and all(s["connected"] for s in sinks.values())
             and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
             and not stopping
         )
         details = {
             "model": {"loaded": self.model_loaded, "arch": self.config.model.arch},
-            "redis": redis,
+            "sinks": sinks,
             "cameras": cams,
             "stopping": stopping,
         }

@@ -3,6 +3,8 @@
 Example::
 
     cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | latency p50 112 ms p99 240 ms | redis ok
+
+One entry per sink at the end: ``<sink> ok``, or ``<sink> DOWN (N buffered)``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from streamseg.runtime.stats import CameraCounts, PipelineStats
@@ -29,10 +31,12 @@ def format_status(
     states: dict[str, str],
     p50: float | None,
     p99: float | None,
-    redis_ok: bool,
-    buffered: int,
+    sinks: Mapping[str, tuple[bool, int]],
 ) -> str:
-    """One status line (fps per camera over the last interval, drops, latency, Redis)."""
+    """One status line (fps per camera over the last interval, drops, latency, sinks).
+
+    ``sinks``: ``{name: (connected, messages buffered)}``.
+    """
     parts = []
     for cid, c in counts.items():
         state = states.get(cid, "")
@@ -41,8 +45,11 @@ def format_status(
     lat = "latency -"
     if p50 is not None and p99 is not None:
         lat = f"latency p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
-    redis = "redis ok" if redis_ok else f"redis DOWN ({buffered} buffered)"
-    return " | ".join([*parts, lat, redis])
+    out = [
+        f"{n} ok" if ok else f"{n} DOWN ({buffered} buffered)"
+        for n, (ok, buffered) in sinks.items()
+    ]
+    return " | ".join([*parts, lat, *out])
 
 
 class StatusReporter:
@@ -57,14 +64,14 @@ class StatusReporter:
         *,
         stats: PipelineStats,
         states: Callable[[], dict[str, str]],
-        redis: Callable[[], tuple[bool, int]],
+        sinks: Callable[[], Mapping[str, tuple[bool, int]]],
         interval: float,
         stream: TextIO | None = None,
     ) -> None:
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = 1.0 if self.tty else interval
-        self._stats, self._states, self._redis = stats, states, redis
+        self._stats, self._states, self._sinks = stats, states, sinks
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status", daemon=True)
         self._last = (time.monotonic(), stats.snapshot())
@@ -80,8 +87,7 @@ class StatusReporter:
         dt = max(now - then, 1e-6)
         rates = {c: (counts[c].processed - before[c].processed) / dt for c in counts}
         p50, p99 = self._stats.latency_percentiles(50, 99)
-        ok, buffered = self._redis()
-        return format_status(rates, counts, self._states(), p50, p99, ok, buffered)
+        return format_status(rates, counts, self._states(), p50, p99, self._sinks())
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

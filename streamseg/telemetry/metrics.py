@@ -1,8 +1,10 @@
 """The runtime's metrics (OpenTelemetry instruments), named ``streamseg.<stage>.<what>``.
 
 Counters and histograms are updated by the stages as things happen; gauges
-(queue depths, camera health, Redis buffer) are observed at export time
-through callbacks the runtime registers with ``observe(...)``.
+(queue depths, camera health, each sink's connection and buffer) are
+observed at export time through callbacks the runtime registers with
+``observe(...)``. Publishing figures carry the attribute ``sink`` (the
+sink's name: ``redis`` for the ``redis:`` section, then the ``sinks:`` names).
 """
 
 from __future__ import annotations
@@ -62,18 +64,27 @@ class PipelineMetrics:
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
         )
         self.messages = c(
-            "streamseg.publish.messages", "{message}", "messages written to Redis (type)"
+            "streamseg.publish.messages", "{message}", "messages a sink delivered (sink, type)"
         )
-        self.redis_errors = c(
-            "streamseg.publish.errors", "{error}", "failed Redis calls (op, error: exception class)"
+        self.sink_errors = c(
+            "streamseg.publish.errors",
+            "{error}",
+            "failed sink calls (sink, op, error: exception class)",
         )
-        self.redis_reconnects = c(
+        self.sink_reconnects = c(
             "streamseg.publish.reconnects",
             "{attempt}",
-            "connection attempts while Redis was away (outcome: ok, failed)",
+            "connection attempts while a sink was away (sink, outcome: ok, failed)",
         )
-        self.redis_dropped = c(
-            "streamseg.publish.dropped", "{message}", "messages dropped: Redis away, buffer full"
+        self.sink_dropped = c(
+            "streamseg.publish.dropped",
+            "{message}",
+            "messages a sink gave up: buffer full while away, rejected (sink)",
+        )
+        self.swap_refused = c(
+            "streamseg.swap.refused",
+            "{request}",
+            "hot swap requests refused (reason: missing_token, wrong_token)",
         )
         self.stage_errors = c(
             "streamseg.runtime.errors", "{error}", "exceptions caught in a stage (stage)"
@@ -85,14 +96,14 @@ class PipelineMetrics:
         *,
         queue_depths: Callable[[], Mapping[str, int]],
         camera_health: Callable[[], Mapping[str, tuple[str, int, int]]],
-        redis_state: Callable[[], tuple[bool, int]],
+        sink_state: Callable[[], Mapping[str, tuple[bool, int]]],
     ) -> None:
         """Register gauges read at export time.
 
         Args:
             queue_depths: ``{queue name: items waiting}``.
             camera_health: ``{camera: (state, reconnects, stalls)}``.
-            redis_state: ``(connected, messages buffered)``.
+            sink_state: ``{sink name: (connected, messages buffered)}``.
         """
 
         def depths(_: CallbackOptions) -> Iterable[Observation]:
@@ -111,11 +122,11 @@ class PipelineMetrics:
         def stalls(_: CallbackOptions) -> Iterable[Observation]:
             return [Observation(n, {"camera": c}) for c, (_s, _r, n) in camera_health().items()]
 
-        def redis_connected(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(int(redis_state()[0]))]
+        def sink_connected(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(int(c), {"sink": s}) for s, (c, _b) in sink_state().items()]
 
-        def redis_buffered(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(redis_state()[1])]
+        def sink_buffered(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(b, {"sink": s}) for s, (_c, b) in sink_state().items()]
 
         g = self.meter.create_observable_gauge
         g("streamseg.runtime.queue_depth", [depths], "{item}", "items waiting in a queue")
@@ -129,5 +140,10 @@ class PipelineMetrics:
             "{stall}",
             "open camera streams that sent nothing for read_timeout and were closed",
         )
-        g("streamseg.publish.connected", [redis_connected], "1", "1 while Redis answers")
-        g("streamseg.publish.buffered", [redis_buffered], "{message}", "messages awaiting Redis")
+        g("streamseg.publish.connected", [sink_connected], "1", "1 while the sink answers (sink)")
+        g(
+            "streamseg.publish.buffered",
+            [sink_buffered],
+            "{message}",
+            "messages awaiting the sink (sink)",
+        )

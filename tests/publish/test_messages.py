@@ -125,3 +125,31 @@ def test_detections_masks_are_coco_rle() -> None:
         decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()})
         assert (torch.from_numpy(decoded).bool() == expected).all()
     assert json.loads(dumps(msg)) == msg
+
+
+def test_dumps_says_what_the_standard_library_says() -> None:
+    """orjson's bytes parse to the same values as ``json.dumps``'s, they validate
+    against the schemas, and NaN or infinities are refused as before."""
+    from streamseg.publish.bench import sample_message
+
+    def stdlib(m: object) -> bytes:
+        return json.dumps(m, separators=(",", ":"), allow_nan=False).encode()
+
+    validator = jsonschema.Draft202012Validator(load_schema("detections"))
+    samples = [sample_message(k, seq=k) for k in (0, 1, 10, 50)]
+    odd = {**samples[1], "camera": "caméra-北", "pts": 1e-05, "published_time": 1e16}
+    for msg in [*samples, odd]:
+        data = dumps(msg)
+        assert json.loads(data) == json.loads(stdlib(msg)) == msg
+        validator.validate(json.loads(data))
+    real = detections_message(
+        result(3, masks=True, tracked=True), arch="a", class_names=CLASS_NAMES, published_time=1.0
+    )
+    assert json.loads(dumps(real)) == json.loads(stdlib(real))
+    bad = result(1, masks=False, tracked=False)
+    bad.instances.scores[0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        detections_message(bad, arch="a", class_names=CLASS_NAMES, published_time=1.0)
+    with pytest.raises(ValueError, match="not JSON"):
+        alert_message(Event(rule="r", kind="dwell", camera_id="gate", time=float("inf"),
+                            frame_seq=1))  # fmt: skip

@@ -6,29 +6,28 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 import torch
 
-from streamseg.publish.connect import redis_client
-from streamseg.publish.publisher import RedisPublisher
-from streamseg.publish.stage import PublishStage
+from streamseg.config.redis import RedisConfig
+from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 from tests.conftest import REPO
-from tests.support.servers import RedisServer, cli_env
+from tests.support.servers import RedisServer, cli_env, make_tls_files
 
 NAMES = ("__background__", "thing")
 
 
-def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> None:
+def publish(
+    server: RedisServer, cameras: dict[str, int], alerts: int = 0, cfg: RedisConfig | None = None
+) -> None:
     """``cameras``: camera -> number of frames; each frame's message has one instance."""
-    stage = PublishStage(
-        publisher=RedisPublisher(client_factory=lambda: redis_client(url=server.url)),
-        stream_prefix="streamseg",
-        maxlen=1000,
-        alerts_maxlen=1000,
-        arch="maskrcnn_small",
-        class_names=NAMES,
-    )
+    sink = build_sink(cfg or RedisConfig(url=server.url, maxlen=1000, alerts_maxlen=1000))
+    sink.start()
+    encoder = MessageEncoder(arch="maskrcnn_small", class_names=NAMES)
     items = []
     for cam, n in cameras.items():
         for seq in range(n):
@@ -46,8 +45,9 @@ def publish(server: RedisServer, cameras: dict[str, int], alerts: int = 0) -> No
                 Event(rule="r", kind="enter", camera_id=cam, time=1.0, frame_seq=seq, zone="z")
             ] if seq < alerts else []  # fmt: skip
             items.append((FrameResult(frame.without_image(), inst), events))
-    stage.process(items)
-    assert stage.close(5)
+    sink.submit(encoder.encode(items))
+    assert sink.flush(5)
+    assert sink.close() == 0
 
 
 def lines(proc: subprocess.CompletedProcess[str]) -> list[dict]:  # type: ignore[type-arg]
@@ -93,8 +93,12 @@ def test_tails_new_messages(redis_server: RedisServer) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
     )  # fmt: skip
     try:
-        time.sleep(1.5)  # let it take its position
         client = redis_server.client()
+        # Wait until it blocks in XREAD: its position is taken (start-up time varies).
+        deadline = time.monotonic() + 60
+        while not any(c.get("cmd") == "xread" for c in client.client_list()):
+            assert proc.poll() is None and time.monotonic() < deadline, "subscribe never read"
+            time.sleep(0.05)
         for seq in range(3):
             client.xadd("streamseg:detections:a", {"data": json.dumps({"seq": 100 + seq})})
         out, err = proc.communicate(timeout=30)
@@ -127,3 +131,32 @@ def test_unreachable_redis_exit_1(cli) -> None:  # type: ignore[no-untyped-def]
 def test_usage_errors(cli) -> None:  # type: ignore[no-untyped-def]
     assert cli("subscribe", "--consumer", "x").returncode == 2
     assert cli("subscribe", "--count", "0").returncode == 2
+
+
+def test_pipeline_section_connects_over_mutual_tls(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``--pipeline`` takes the service's url, ``${REDIS_PASSWORD}``, CA and client
+    certificate: the sink and ``subscribe`` both reach a TLS-only, client-cert Redis."""
+    files = make_tls_files(tmp_path / "pki")
+    server = RedisServer(tmp_path, password="tls-pw-77", tls=files, client_certs=True)
+    server.start()
+    try:
+        tls = {"ca_file": str(files.ca), "cert_file": str(files.client_cert),
+               "key_file": str(files.client_key)}  # fmt: skip
+        section = {"url": f"rediss://127.0.0.1:{server.port}/0", "password": "${REDIS_PASSWORD}",
+                   "tls": tls, "stream_prefix": "site7"}  # fmt: skip
+        cfg = RedisConfig.model_validate({**section, "password": "tls-pw-77"})
+        publish(server, {"a": 2}, cfg=cfg)
+        path = tmp_path / "pipeline.yaml"
+        path.write_text(json.dumps({"cameras": [{"id": "a", "url": "synthetic://"}],
+                                    "redis": section}))  # fmt: skip
+        monkeypatch.setenv("REDIS_PASSWORD", "tls-pw-77")
+        proc = cli("subscribe", "--pipeline", str(path), "--from-start", "--count", "2")
+        assert proc.returncode == 0, proc.stderr
+        assert [m["seq"] for m in lines(proc)] == [0, 1]
+        # Without the client certificate the same server refuses the connection.
+        bare = cli("subscribe", "--redis", cfg.url, "--from-start", "--count", "1")
+        assert bare.returncode == 1 and "tls-pw-77" not in bare.stderr
+    finally:
+        server.stop()

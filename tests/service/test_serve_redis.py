@@ -27,18 +27,22 @@ def test_redis_restart_mid_run(
     assert proc.readyz()["http_status"] == 200
 
     redis_server.stop()
-    proc.wait_for(lambda: proc.readyz()["redis"]["connected"] is False, 15, "Redis seen down")
+    proc.wait_for(
+        lambda: proc.readyz()["sinks"]["redis"]["connected"] is False, 15, "Redis seen down"
+    )
     r = proc.readyz()
     assert r["http_status"] == 503 and r["ready"] is False  # not ready without Redis...
     assert proc.get("/healthz")[0] == 200  # ...but alive
-    proc.wait_for(lambda: proc.readyz()["redis"]["dropped"] > 0, 30, "buffer overflow drops")
-    assert proc.readyz()["redis"]["buffered"] <= 5
+    proc.wait_for(
+        lambda: proc.readyz()["sinks"]["redis"]["dropped"] > 0, 30, "buffer overflow drops"
+    )
+    assert proc.readyz()["sinks"]["redis"]["buffered"] <= 5
 
     redis_server.start()  # same port, empty (no persistence)
     client = redis_server.client()
     proc.wait_for(lambda: client.xlen(stream) >= 5, 30, "publishing resumes")
     proc.wait_for(lambda: proc.readyz().get("ready"), 15, "ready again")
-    redis_state = proc.readyz()["redis"]
+    redis_state = proc.readyz()["sinks"]["redis"]
     code, text = proc.get("/metrics")
     assert code == 200
     assert (metric(text, "streamseg_publish_dropped_total") or 0) > 0
@@ -60,11 +64,11 @@ def test_redis_restart_mid_run(
     # Redis goes away again and stays away: SIGTERM still ends the service
     # (after drain_timeout), and what could not be sent is counted as dropped.
     redis_server.stop()
-    proc.wait_for(lambda: proc.readyz()["redis"]["buffered"] > 0, 15, "messages buffered")
+    proc.wait_for(lambda: proc.readyz()["sinks"]["redis"]["buffered"] > 0, 15, "messages buffered")
     assert proc.terminate() == 0, proc.tail()
     log = proc.log
     assert "redis: unavailable" in log and "redis: reconnected" in log
-    assert "could not reach Redis; dropped" in log
+    assert "could not reach sink redis; dropped" in log
     assert "Traceback" not in log
     counts = summary(log, "cam")
     assert counts["dropped"] > 0

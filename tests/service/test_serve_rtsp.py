@@ -35,7 +35,7 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
     r = proc.readyz()
     assert ready and r["http_status"] == 200
     assert r["model"] == {"loaded": True, "arch": "maskrcnn_small"}
-    assert r["redis"]["connected"] is True and r["stopping"] is False
+    assert r["sinks"]["redis"]["connected"] is True and r["stopping"] is False
     gate = r["cameras"]["gate"]
     assert gate["state"] == "streaming" and gate["live"] is True and gate["reconnects"] == 0
 

@@ -52,9 +52,13 @@ def test_no_secret_anywhere(
         proc.wait_for(lambda: proc.camera("wrong").get("reconnects", 0) >= 1, 20, "wrong retries")
         # An outage, so Redis errors are logged too.
         redis.stop()
-        proc.wait_for(lambda: proc.readyz()["redis"]["connected"] is False, 15, "Redis down")
+        proc.wait_for(
+            lambda: proc.readyz()["sinks"]["redis"]["connected"] is False, 15, "Redis down"
+        )
         redis.start()
-        proc.wait_for(lambda: proc.readyz()["redis"]["connected"] is True, 15, "Redis back")
+        proc.wait_for(
+            lambda: proc.readyz()["sinks"]["redis"]["connected"] is True, 15, "Redis back"
+        )
         ready = proc.get("/readyz")[1]
         metrics = proc.get("/metrics")[1]
         wrong_error = proc.camera("wrong").get("last_error") or ""

@@ -78,7 +78,9 @@ class RedisServer:
     """A redis-server subprocess bound to 127.0.0.1 on a fixed free port.
 
     With ``tls``, it listens for TLS only (``rediss://``); ``client_certs``
-    makes it require a client certificate signed by the same CA.
+    makes it require a client certificate signed by the same CA. With
+    ``persist``, it keeps its data across stop()/start() (an append-only
+    file synced on every write, in ``workdir``).
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class RedisServer:
         password: str | None = None,
         tls: TLSFiles | None = None,
         client_certs: bool = False,
+        persist: bool = False,
     ) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
@@ -99,6 +102,7 @@ class RedisServer:
         self.password = password
         self.tls = tls
         self.client_certs = client_certs
+        self.persist = persist
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -124,7 +128,9 @@ class RedisServer:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes" if self.persist else "no",
+            "--appendfsync",
+            "always",
             "--dir",
             str(self.workdir),
         ]

@@ -55,7 +55,7 @@ def test_prometheus_metrics_scraped() -> None:
     metrics.observe(
         queue_depths=lambda: {"camera:cam1": 3, "results": 1},
         camera_health=lambda: {"cam1": ("stalled", 2, 1)},
-        redis_state=lambda: (True, 0),
+        sink_state=lambda: {"redis": (True, 0), "central": (False, 7)},
     )
     for _ in range(5):
         stats.frame_in("cam1")
@@ -83,6 +83,9 @@ def test_prometheus_metrics_scraped() -> None:
     assert sample(text, "streamseg_pipeline_latency_seconds_bucket", camera="cam1", le="0.1") == 0
     assert sample(text, "streamseg_pipeline_latency_seconds_bucket", camera="cam1", le="0.15") == 1
     assert sample(text, "streamseg_stage_duration_seconds_count", stage="segment") == 1
+    assert sample(text, "streamseg_publish_connected", sink="redis") == 1
+    assert sample(text, "streamseg_publish_connected", sink="central") == 0
+    assert sample(text, "streamseg_publish_buffered", sink="central") == 7
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:

@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 
 from streamseg.config import load_pipeline
-from streamseg.publish.connect import redis_client
-from streamseg.publish.publisher import RedisPublisher
-from streamseg.publish.stage import PublishStage
+from streamseg.config.redis import RedisConfig
+from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_streams import build_sink
 from streamseg.schemas import load_schema
 from streamseg.track.matching import box_iou
 from streamseg.track.stage import build_tracking_stage
@@ -27,19 +27,13 @@ def publish_scene(url: str, tmp_path: Path) -> None:
     path.write_text(SCENE_RULES)
     config = load_pipeline(path)
     stage = build_tracking_stage(config.tracking, config.alerts, NAMES)
-    publisher = RedisPublisher(client_factory=lambda: redis_client(url=url, socket_timeout=5))
-    assert publisher.connect()
-    pub = PublishStage(
-        publisher=publisher,
-        stream_prefix="streamseg",
-        maxlen=10_000,
-        alerts_maxlen=10_000,
-        arch="synthetic-gt",
-        class_names=NAMES,
-    )
+    sink = build_sink(RedisConfig(url=url, maxlen=10_000, alerts_maxlen=10_000))
+    sink.start()
+    encoder = MessageEncoder(arch="synthetic-gt", class_names=NAMES)
     for result, _gt in scripted_results():
-        pub.process([stage.process(result)])
-    assert pub.close(timeout=10)
+        sink.submit(encoder.encode([stage.process(result)]))
+    assert sink.flush(timeout=10)
+    assert sink.close() == 0
     stage.close()
 
 

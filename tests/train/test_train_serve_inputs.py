@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from streamseg.synthetic.scene import SyntheticScene
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from streamseg.segment import Segmenter
 from streamseg.segment.preprocess import resized_size
+from streamseg.synthetic.scene import SyntheticScene
 from streamseg.train.evaluate import predict
 from streamseg.types import Frame, FrameBatch
 

@@ -1,4 +1,5 @@
-"""Hot swap: a Segmenter loads a new checkpoint between batches; a bad one keeps the old."""
+"""Hot swap: a Segmenter loads a new checkpoint between batches; a bad one keeps the old;
+with a swap token, requests without it (or with another) are refused and counted."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 import torch
 
 import streamseg.segment.segmenter as segment
+from streamseg.config.redis import RedisConfig
 from streamseg.models.checkpoint import save_checkpoint
+from streamseg.publish.connect import redis_client
+from streamseg.runtime.hotswap import SwapController, request_swap, status_key, wait_for_status
 from streamseg.synthetic.scene import SyntheticScene
-from streamseg.train.swap import SwapController
 from streamseg.types import Frame, FrameBatch, Instances
 
 NAMES = ["__background__", "disc", "square", "triangle", "star"]
@@ -79,7 +82,11 @@ def test_swap_over_redis_between_batches(redis_server, tmp_path: Path, cli) -> N
     truncated.write_bytes(b.read_bytes()[:2000])
     three = _checkpoint(tmp_path / "three.pth", 2, NAMES[:3])  # another class count
     seg = segment.Segmenter(arch="maskrcnn_small", weights=str(a))
-    controller = SwapController(redis_url=redis_server.url, prefix="t", poll_s=0.1).start()
+    controller = SwapController(
+        client_factory=lambda: redis_client(RedisConfig(url=redis_server.url)),
+        prefix="t",
+        poll_s=0.1,
+    ).start()
     service = _Service(seg, controller)
     try:
         swap = ["swap", "--redis", redis_server.url, "--prefix", "t", "--wait", "60"]
@@ -111,3 +118,48 @@ def test_swap_over_redis_between_batches(redis_server, tmp_path: Path, cli) -> N
         (expected,) = fresh[path].segment(FrameBatch((frame,)))
         (other,) = fresh[b if path == a else a].segment(FrameBatch((frame,)))
         assert _same(inst, expected) and not _same(inst, other)
+
+
+def test_swap_token_required(redis_server, tmp_path: Path, cli, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    token = "tok-6f1d0c"
+    a, b = _checkpoint(tmp_path / "a.pth", 0), _checkpoint(tmp_path / "b.pth", 1)
+    seg = segment.Segmenter(arch="maskrcnn_small", weights=str(a))
+    refused: list[str] = []
+    cfg = RedisConfig(url=redis_server.url)
+    controller = SwapController(
+        client_factory=lambda: redis_client(cfg),
+        prefix="t",
+        poll_s=0.1,
+        token=token,
+        on_refused=refused.append,
+    ).start()
+    client = redis_client(cfg)
+    try:
+        for sent, reason in ((None, "missing_token"), ("tok-wrong", "wrong_token")):
+            request_id = request_swap(client, "t", str(b), token=sent)
+            status = wait_for_status(client, "t", request_id, after="0-0", timeout_s=30)
+            assert status is not None and status["ok"] is False
+            assert status["error"].startswith("refused:") and "swap_token" in status["error"]
+            assert refused[-1] == reason
+        assert controller.refused == 2 and not controller.has_pending()
+        # `streamseg swap` sends the token from $STREAMSEG_SWAP_TOKEN.
+        swap = ["swap", "--redis", redis_server.url, "--prefix", "t", "--wait", "60", str(b)]
+        without = cli(*swap)
+        assert without.returncode == 1 and "refused" in without.stderr
+        monkeypatch.setenv("STREAMSEG_SWAP_TOKEN", token)
+        service = _Service(seg, controller)
+        try:
+            ok = cli(*swap)
+        finally:
+            service.close()
+        assert ok.returncode == 0, ok.stderr
+        assert seg.weights == str(b)
+        assert refused == ["missing_token", "wrong_token", "missing_token"]
+        assert controller.refused == 3
+    finally:
+        controller.close()
+    # Refusals are logged, the token never is; the request on Redis is the sender's business.
+    assert caplog.text.count("refused") >= 3
+    assert token not in caplog.text and "tok-wrong" not in caplog.text
+    answers = client.xrange(status_key("t"))
+    assert all(token.encode() not in fields[b"data"] for _id, fields in answers)

@@ -3,7 +3,8 @@
 Protocol (Redis Streams, ``<prefix>`` is the publisher's key prefix):
 
 * ``<prefix>:control``: requests, one field ``data`` holding JSON
-  ``{"schema_version": 1, "type": "swap", "id": str, "weights": path, "time": unix_s}``.
+  ``{"schema_version": 1, "type": "swap", "id": str, "weights": path, "time": unix_s,
+  "token": str}`` (``token`` only when the sender has one).
   Every service instance reads every request (plain ``XREAD``, no consumer
   group: a swap is a broadcast to all pods).
 * ``<prefix>:control:status``: answers, ``{"schema_version": 1, "type":
@@ -17,11 +18,17 @@ no camera is dropped and no frame of a file source is lost, because the
 pipeline only pauses. A checkpoint that fails to load leaves the old weights
 in place (``Segmenter.load_weights`` guarantees it); the reason is logged and
 published on the status stream.
+
+Authorisation: a controller given a ``token`` (``model.swap_token``) refuses
+every Redis request whose ``token`` is missing or different: the request is
+answered ``ok: false``, logged (never with the token) and counted
+(``on_refused(reason)``, ``reason`` is ``missing_token`` or ``wrong_token``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import json
 import logging
 import os
@@ -29,10 +36,11 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from streamseg.redact import redact_text, redact_url
+from streamseg.redact import redact_text
 
 __all__ = [
     "SWAP_SCHEMA_VERSION",
@@ -83,16 +91,19 @@ class SwapOutcome:
     load_s: float
 
 
-def request_swap(client: Any, prefix: str, weights: str) -> str:
-    """Publish a swap request; returns its id. ``client`` is a ``redis.Redis``."""
+def request_swap(client: Any, prefix: str, weights: str, token: str | None = None) -> str:
+    """Publish a swap request; returns its id. ``client`` is a ``redis.Redis``;
+    ``token``: the services' ``model.swap_token``, when they have one."""
     request_id = uuid.uuid4().hex
-    message = {
+    message: dict[str, Any] = {
         "schema_version": SWAP_SCHEMA_VERSION,
         "type": "swap",
         "id": request_id,
         "weights": weights,
         "time": time.time(),
     }
+    if token is not None:
+        message["token"] = token
     client.xadd(control_key(prefix), {"data": json.dumps(message)}, maxlen=1000, approximate=True)
     return request_id
 
@@ -118,29 +129,38 @@ class SwapController:
     """Collects swap requests in the background; applies them when asked.
 
     Args:
-        redis_url: listen on ``<prefix>:control`` (``None``: no Redis).
+        client_factory: returns the Redis client to listen on
+            ``<prefix>:control`` with (``streamseg.publish.connect.redis_client``
+            of the ``redis:`` section); ``None``: no Redis.
         prefix: the Redis key prefix of the service.
         watch: a checkpoint path to watch; a change of its size or mtime that
             stays put for one ``poll_s`` triggers a swap to it.
         poll_s: file-watch period, and the Redis read timeout (seconds).
         instance: names this process in status messages (default host:pid).
+        token: when set, Redis requests must carry it (see the module docstring).
+        on_refused: called with the reason of each refused request (metrics).
     """
 
     def __init__(
         self,
         *,
-        redis_url: str | None = None,
+        client_factory: Callable[[], Any] | None = None,
         prefix: str = "streamseg",
         watch: str | Path | None = None,
         poll_s: float = 1.0,
         instance: str | None = None,
+        token: str | None = None,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
-        self.redis_url = redis_url
+        self.client_factory = client_factory
         self.prefix = prefix
         self.watch = Path(watch) if watch is not None else None
         self.poll_s = poll_s
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.outcomes: list[SwapOutcome] = []
+        self.refused = 0
+        self._token = token.encode() if token else None
+        self._on_refused = on_refused
         self._pending: list[SwapRequest] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -149,11 +169,9 @@ class SwapController:
         self._ready = threading.Event()
 
     def start(self) -> SwapController:
-        """Start listening (returns once the Redis position is taken)."""
-        if self.redis_url is not None:
-            import redis
-
-            self._client = redis.Redis.from_url(self.redis_url, socket_timeout=self.poll_s + 5)
+        """Start listening (returns once the Redis position is taken, or Redis failed once)."""
+        if self.client_factory is not None:
+            self._client = self.client_factory()
             self._spawn(self._listen_redis, "swap-redis")
         else:
             self._ready.set()
@@ -170,6 +188,7 @@ class SwapController:
     def _listen_redis(self) -> None:
         last = "$"
         key = control_key(self.prefix)
+        failures = 0
         while not self._stop.is_set():
             try:
                 if last == "$":
@@ -180,17 +199,27 @@ class SwapController:
                 reply = self._client.xread({key: last}, block=int(self.poll_s * 1000), count=10)
             except Exception as exc:
                 self._ready.set()
-                log.warning(
-                    "swap listener: Redis %s: %s; retrying",
-                    redact_url(self.redis_url or ""),
-                    redact_text(str(exc)),
-                )
-                self._stop.wait(self.poll_s)
+                failures += 1
+                self._listen_failed(exc, failures)
                 continue
+            if failures:
+                log.info("swap listener: Redis answers again; listening for swap requests")
+                failures = 0
             for _key, entries in reply or []:
                 for entry_id, fields in entries:
                     last = entry_id
                     self._accept(fields)
+
+    def _listen_failed(self, exc: BaseException, failures: int) -> None:
+        """Warn once per outage (then debug), and back off up to 30 s."""
+        level = logging.WARNING if failures == 1 else logging.DEBUG
+        log.log(
+            level,
+            "swap listener: Redis unavailable (%s); swap requests are not heard until it "
+            "answers, retrying with backoff",
+            redact_text(f"{type(exc).__name__}: {exc}"),
+        )
+        self._stop.wait(min(30.0, self.poll_s * 2 ** min(failures - 1, 5)))
 
     def _accept(self, fields: dict[Any, Any]) -> None:
         raw: Any = fields.get(b"data", fields.get("data"))
@@ -201,14 +230,42 @@ class SwapController:
         except (TypeError, ValueError) as exc:
             log.warning("swap listener: ignoring a malformed control message (%s)", exc)
             return
-        self.submit(
-            SwapRequest(
-                id=str(message.get("id", uuid.uuid4().hex)),
-                weights=message["weights"],
-                source="redis",
-                time=float(message.get("time", time.time())),
-            )
+        request = SwapRequest(
+            id=str(message.get("id", uuid.uuid4().hex)),
+            weights=message["weights"],
+            source="redis",
+            time=float(message.get("time", time.time())),
         )
+        refusal = self._check_token(message.get("token"))
+        if refusal is not None:
+            self._refuse(request, refusal)
+            return
+        self.submit(request)
+
+    def _check_token(self, token: object) -> str | None:
+        """``None`` when the request may proceed, else why not."""
+        if self._token is None:
+            return None
+        if not isinstance(token, str) or not token:
+            return "missing_token"
+        if not hmac.compare_digest(token.encode(), self._token):
+            return "wrong_token"
+        return None
+
+    def _refuse(self, request: SwapRequest, reason: str) -> None:
+        what = "carries no token" if reason == "missing_token" else "carries a wrong token"
+        log.warning(
+            "swap request %s for %s refused: it %s (model.swap_token is set)",
+            request.id,
+            request.weights,
+            what,
+        )
+        with self._lock:
+            self.refused += 1
+        if self._on_refused is not None:
+            self._on_refused(reason)
+        error = f"refused: the request {what}; this service requires model.swap_token"
+        self._publish(SwapOutcome(request, False, error, 0.0))
 
     def _watch_file(self) -> None:
         assert self.watch is not None

@@ -1,0 +1,67 @@
+"""``--redis URL`` and ``--pipeline FILE``: how ``subscribe`` and ``swap`` find a service's Redis.
+
+``--pipeline`` takes the whole ``redis:`` section of a pipeline.yaml (url,
+``${REDIS_PASSWORD}``, TLS CA and client certificate) and its
+``stream_prefix``; ``--redis`` replaces only the url (its own credentials,
+when it has some, replace the section's). Without either: the url in
+``$STREAMSEG_REDIS_URL``, else ``redis://127.0.0.1:6379/0``. The client is
+opened by ``streamseg.publish.connect.redis_client``, like the service's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from streamseg.cli import UsageError
+from streamseg.config.pipeline import PipelineConfig
+from streamseg.config.redis import RedisConfig
+
+__all__ = ["add_redis_arguments", "load_pipeline_or_exit", "redis_section", "stream_prefix"]
+
+URL_ENV = "STREAMSEG_REDIS_URL"
+
+
+def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--redis",
+        metavar="URL",
+        help=f"redis://[user:password@]host:port/db or rediss:// (default: the --pipeline's "
+        f"redis.url, else ${URL_ENV}, else redis://127.0.0.1:6379/0)",
+    )
+    parser.add_argument(
+        "--pipeline",
+        metavar="FILE",
+        help="take the Redis url, password, TLS files and stream prefix from this pipeline.yaml",
+    )
+    parser.add_argument(
+        "--prefix", help="stream prefix (default: the --pipeline's stream_prefix, else streamseg)"
+    )
+
+
+def load_pipeline_or_exit(path: str) -> PipelineConfig:
+    """The validated pipeline.yaml at ``path``; a config error is a ``UsageError`` (exit 2)."""
+    from streamseg.config import ConfigError, load_pipeline
+
+    try:
+        return load_pipeline(path)
+    except ConfigError as exc:
+        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+
+
+def redis_section(args: argparse.Namespace, config: PipelineConfig | None = None) -> RedisConfig:
+    """The ``redis:`` section the command connects with (see the module docstring)."""
+    if config is None and getattr(args, "pipeline", None):
+        config = load_pipeline_or_exit(args.pipeline)
+    section = config.redis if config is not None else RedisConfig()
+    url = args.redis or (None if config is not None else os.environ.get(URL_ENV))
+    if not url:
+        return section
+    try:
+        return section.with_url(url)
+    except ValueError as exc:
+        raise UsageError(f"--redis: {exc}") from None
+
+
+def stream_prefix(args: argparse.Namespace, section: RedisConfig) -> str:
+    return str(args.prefix or section.stream_prefix)

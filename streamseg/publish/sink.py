@@ -1,0 +1,370 @@
+"""The sink interface, and the outage buffer and reconnect loop every sink shares.
+
+A sink delivers the pipeline's messages somewhere (Redis Streams today; an
+MQTT broker next). The runtime holds a list of them and hands each message
+to every one::
+
+    sink.start(listener)        # connect in the background; report to listener
+    sink.submit(messages)       # never blocks on the network
+    sink.flush(timeout)         # shutdown: wait until everything was delivered
+    sink.close()                # give up on what is left (counted as dropped)
+    sink.health()               # connected, buffered, published, dropped, ...
+
+``BufferedSink`` implements all of it once: one FIFO buffer per sink and
+one thread that writes batches of up to ``max_batch`` messages. When the
+destination does not answer, messages stay buffered (at most
+``buffer_max``; beyond that the oldest are dropped and counted) and a
+reconnect is tried with exponential backoff and jitter; once it is back the
+buffer drains in its original order. Each sink has its own thread, so a
+sink that is away (or slow to refuse a connection) never delays another.
+A new kind of sink subclasses it and writes three methods: ``_connect``,
+``_write`` and ``_disconnect``.
+
+Delivery is at least once: an outage in the middle of a batch can leave
+some messages delivered and still buffered, and those are sent again.
+Failed calls reach the listener as ``(op, kind)``: ``op`` is ``connect`` or
+the sink's ``write_op`` (``xadd`` for Redis), ``kind`` the exception's class
+name, never its message (which may name the server).
+"""
+
+from __future__ import annotations
+
+import abc
+import collections
+import contextlib
+import dataclasses
+import logging
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from streamseg.redact import redact_text
+from streamseg.types import Frame
+
+__all__ = ["BufferedSink", "Message", "Sink", "SinkHealth", "SinkListener"]
+
+log = logging.getLogger("streamseg.publish")
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One message, encoded once and given to every sink.
+
+    ``kind`` is ``detections`` (one per frame; ``frame`` is that frame,
+    pixels dropped, for latency and tracing) or ``alert``; ``camera`` the
+    camera it is about; ``data`` the JSON (docs/events.md). Each sink picks
+    its own destination from ``kind`` and ``camera`` (a Redis stream, an
+    MQTT topic).
+    """
+
+    kind: str
+    camera: str
+    data: bytes
+    frame: Frame | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkHealth:
+    """A sink's state for ``/readyz``, the status line and metrics."""
+
+    name: str
+    type: str
+    connected: bool
+    buffered: int
+    published: int
+    dropped: int
+    errors: int
+    reconnects: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class SinkListener(Protocol):
+    """What a sink tells the runtime (from the sink's own thread)."""
+
+    def published(self, sink: str, messages: Sequence[Message]) -> None: ...
+
+    def dropped(self, sink: str, messages: Sequence[Message]) -> None: ...
+
+    def error(self, sink: str, op: str, kind: str) -> None: ...
+
+    def reconnect(self, sink: str, ok: bool) -> None: ...
+
+
+class Sink(Protocol):
+    """Where messages go; ``name`` is unique in a pipeline (``redis``, ``mqtt``, ...)."""
+
+    name: str
+
+    def start(self, listener: SinkListener | None = None) -> None: ...
+
+    def submit(self, messages: Sequence[Message]) -> None: ...
+
+    def flush(self, timeout: float) -> bool: ...
+
+    def close(self) -> int: ...
+
+    def health(self) -> SinkHealth: ...
+
+
+class BufferedSink(abc.ABC):
+    """A sink with an outage buffer, reconnects and its own writer thread.
+
+    Args:
+        name: the sink's name in logs, metrics and ``/readyz``.
+        buffer_max: messages kept while the destination is away.
+        max_batch: messages per write (one round trip).
+        reconnect_initial / reconnect_max: backoff bounds, seconds.
+        jitter: random fraction (+-) applied to each backoff.
+        secrets: strings (passwords) scrubbed from logged error messages.
+    """
+
+    type: str = "?"  # the registry key of the subclass ("redis", ...)
+    write_op: str = "write"  # ``op`` of a failed write in errors and metrics
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        buffer_max: int = 10_000,
+        max_batch: int = 256,
+        reconnect_initial: float = 0.2,
+        reconnect_max: float = 10.0,
+        jitter: float = 0.2,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.name = name
+        self._buffer: collections.deque[Message] = collections.deque()
+        self._inflight = 0
+        self._buffer_max, self._max_batch = buffer_max, max_batch
+        self._initial, self._max, self._jitter = reconnect_initial, reconnect_max, jitter
+        self._secrets = tuple(secrets)
+        self._listener: SinkListener | None = None
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.connected = False
+        self.published = self.dropped = self.errors = 0
+        self.reconnects = 0  # successful reconnections
+        self.reconnect_attempts = 0  # connection attempts while the destination was away
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._down_since: float | None = None
+
+    # -- what a subclass writes ---------------------------------------------
+    @abc.abstractmethod
+    def _connect(self) -> None:
+        """Open the connection and check it answers; raise when it does not."""
+
+    @abc.abstractmethod
+    def _write(self, batch: Sequence[Message]) -> Sequence[BaseException | None]:
+        """Deliver ``batch`` in order: per message ``None`` (done) or the error that
+        rejected it (dropped). Raise when the destination is away (all kept)."""
+
+    @abc.abstractmethod
+    def _disconnect(self) -> None:
+        """Close the connection (errors are ignored)."""
+
+    # -- the Sink interface ---------------------------------------------------
+    def start(self, listener: SinkListener | None = None) -> None:
+        """Start the writer thread; it connects at once without blocking the caller."""
+        self._listener = listener
+        self._thread = threading.Thread(target=self._run, name=f"sink:{self.name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, messages: Sequence[Message]) -> None:
+        """Buffer ``messages`` (the oldest dropped beyond ``buffer_max``)."""
+        with self._cond:
+            self._buffer.extend(messages)
+            gone = self._trim()
+            self._cond.notify_all()
+        if gone:
+            self._drop(gone, "buffer full")
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for everything buffered to be delivered."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._buffer or self._inflight:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    def close(self) -> int:
+        """Stop the thread and give up on what is still buffered (dropped, counted)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self._cond:
+            gone = list(self._buffer)
+            self._buffer.clear()
+        if gone:
+            self._drop(gone, "shutting down while away")
+        with contextlib.suppress(Exception):
+            self._disconnect()
+        return len(gone)
+
+    def health(self) -> SinkHealth:
+        with self._cond:
+            return SinkHealth(
+                name=self.name,
+                type=self.type,
+                connected=self.connected,
+                buffered=len(self._buffer) + self._inflight,
+                published=self.published,
+                dropped=self.dropped,
+                errors=self.errors,
+                reconnects=self.reconnects,
+            )
+
+    @property
+    def buffered(self) -> int:
+        with self._cond:
+            return len(self._buffer) + self._inflight
+
+    # -- the writer thread ------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._due():
+                    self._cond.wait(self._sleep())
+                if self._stopping:
+                    return
+            if not self.connected:
+                self._try_connect()
+                continue
+            with self._cond:
+                n = min(self._max_batch, len(self._buffer))
+                batch = [self._buffer.popleft() for _ in range(n)]
+                self._inflight = n
+            self._send(batch)
+
+    def _due(self) -> bool:
+        """Work to do now: a reconnect attempt, or messages to send (lock held)."""
+        if not self.connected:
+            return time.monotonic() >= self._next_attempt
+        return bool(self._buffer)
+
+    def _sleep(self) -> float | None:
+        if self.connected:
+            return None  # until submit() or close() notifies
+        return max(0.0, self._next_attempt - time.monotonic())
+
+    def _try_connect(self) -> None:
+        retrying = self._down_since is not None
+        try:
+            self._connect()
+        except Exception as exc:
+            self._failed(exc, "connect")
+            ok = False
+        else:
+            self._succeeded()
+            ok = True
+        if retrying:
+            with self._cond:
+                self.reconnect_attempts += 1
+            if self._listener is not None:
+                self._listener.reconnect(self.name, ok)
+
+    def _send(self, batch: list[Message]) -> None:
+        try:
+            results = self._write(batch)
+        except Exception as exc:
+            with self._cond:  # back at the front, in order; then trim
+                self._buffer.extendleft(reversed(batch))
+                self._inflight = 0
+                gone = self._trim()
+            if gone:
+                self._drop(gone, "buffer full")
+            self._failed(exc, self.write_op)
+            return
+        ok = [m for m, r in zip(batch, results, strict=True) if r is None]
+        bad = [(m, r) for m, r in zip(batch, results, strict=True) if r is not None]
+        # Report before the batch stops counting as in flight: once flush()
+        # returns, every message has been reported to the listener.
+        if bad:
+            for _m, err in bad:
+                self._error(self.write_op, err)
+            log.error(
+                "%s: %d messages rejected (first: %s); they are dropped",
+                self.name,
+                len(bad),
+                self._scrub(str(bad[0][1])),
+            )
+            self._drop([m for m, _ in bad], "rejected")
+        if ok and self._listener is not None:
+            self._listener.published(self.name, ok)
+        with self._cond:
+            self._inflight = 0
+            self.published += len(ok)
+            self._cond.notify_all()
+
+    def _trim(self) -> list[Message]:
+        """Drop the oldest beyond ``buffer_max`` (lock held); returns them."""
+        overflow = len(self._buffer) + self._inflight - self._buffer_max
+        return [self._buffer.popleft() for _ in range(min(overflow, len(self._buffer)))]
+
+    def _drop(self, messages: Sequence[Message], why: str) -> None:
+        with self._cond:
+            self.dropped += len(messages)
+        log.debug("%s: dropped %d messages: %s", self.name, len(messages), why)
+        if self._listener is not None:
+            self._listener.dropped(self.name, messages)
+
+    def _error(self, op: str, exc: BaseException) -> None:
+        """Count one failed call; only the exception's class name leaves this object."""
+        with self._cond:
+            self.errors += 1
+        if self._listener is not None:
+            self._listener.error(self.name, op, type(exc).__name__)
+
+    def _failed(self, exc: BaseException, op: str) -> None:
+        self._error(op, exc)
+        was_up = self.connected or self._down_since is None
+        self._failures += 1
+        delay = min(self._max, self._initial * 2 ** min(self._failures - 1, 30))
+        delay *= 1 + random.uniform(-self._jitter, self._jitter)
+        with self._cond:
+            self.connected = False
+            self._next_attempt = time.monotonic() + delay
+        with contextlib.suppress(Exception):
+            self._disconnect()
+        if was_up:
+            self._down_since = time.monotonic()
+            log.warning(
+                "%s: unavailable (%s); buffering up to %d messages, retrying with backoff",
+                self.name,
+                self._scrub(f"{type(exc).__name__}: {exc}"),
+                self._buffer_max,
+            )
+        else:
+            log.debug(
+                "%s: reconnect failed (%s), next try in %.2fs", self.name, type(exc).__name__, delay
+            )
+
+    def _succeeded(self) -> None:
+        if self._down_since is not None:
+            with self._cond:
+                self.reconnects += 1
+            log.info(
+                "%s: reconnected after %.1fs; %d buffered messages to send, %d dropped so far",
+                self.name,
+                time.monotonic() - self._down_since,
+                self.buffered,
+                self.dropped,
+            )
+        with self._cond:
+            self.connected = True
+            self._cond.notify_all()
+        self._failures = 0
+        self._down_since = None
+
+    def _scrub(self, text: str) -> str:
+        return redact_text(text, *self._secrets)
