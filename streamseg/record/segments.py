@@ -25,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ClipRecorder", "RecordedFile", "SegmentWriter", "StoredPacket"]
+__all__ = ["ClipRecorder", "DetachedStream", "RecordedFile", "SegmentWriter", "StoredPacket"]
 
 log = logging.getLogger("streamseg.record")
 
@@ -87,6 +87,24 @@ class RecordedFile:
     start: float
     duration: float
     packets: int
+
+
+class DetachedStream:
+    """A copy of an input video stream's codec parameters that outlives its demuxer.
+
+    A clip is written seconds after its packets were read, when the camera
+    may have reconnected and PyAV freed the input stream's codec parameters
+    (muxing from them then crashes the process). The copy lives in a stream
+    of a small in-memory container that this object owns.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        import io
+
+        import av
+
+        self._holder = av.open(io.BytesIO(), "w", format="matroska")
+        self.stream = self._holder.add_stream_from_template(stream)
 
 
 class _Output:
@@ -227,6 +245,7 @@ class ClipRecorder:
         self.out_dir = Path(out_dir)
         self.camera_id = camera_id
         self.template = template
+        self._codec = DetachedStream(template)
         self.before_s, self.after_s, self.max_s = before_s, after_s, max_s
         self.container = container
         self.files: list[RecordedFile] = []
@@ -294,7 +313,10 @@ class ClipRecorder:
             return
         name = f"{_safe(self.camera_id)}_{_stamp(time.time())}_{_safe(tag)}"
         out = _Output(
-            self.out_dir / f"{name}.{self.container}", self.template, self.container, packets[first]
+            self.out_dir / f"{name}.{self.container}",
+            self._codec.stream,
+            self.container,
+            packets[first],
         )
         for p in packets[first:]:
             out.write(p)
