@@ -67,6 +67,8 @@ def load_pipeline_text(
     except pydantic.ValidationError as exc:
         issues += [_issue_from_pydantic(err, tree) for err in exc.errors()]
     issues += [_with_line(i, tree) for i in _semantic_checks(data, base_dir)]
+    if config is not None:
+        issues += [_with_line(i, tree) for i in config.reference_issues()]
     if issues or config is None:
         raise ConfigError(name, _dedupe(issues))
     return _resolve_paths(config, base_dir)
