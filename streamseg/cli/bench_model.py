@@ -29,6 +29,8 @@ import time
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.segment.backends import BACKENDS
 
 __all__ = ["add_arguments", "parse_size", "resize_options", "run"]
 
@@ -60,7 +62,9 @@ def resize_options(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", default="maskrcnn_small", help="model architecture")
+    parser.add_argument(
+        "--arch", default="maskrcnn_small", choices=tuple(ARCHITECTURES), help="model architecture"
+    )
     parser.add_argument("--weights", help="checkpoint (default: random weights)")
     parser.add_argument(
         "--size",
@@ -76,16 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-size", type=int, help="the model's resize (longest side cap) instead of max(H, W)"
     )
     parser.add_argument("--batch", type=int, default=1, help="frames per forward pass")
-    parser.add_argument(
-        "--backend", default="eager", choices=("eager", "inductor", "aot", "tensorrt")
-    )
+    parser.add_argument("--backend", default="eager", choices=tuple(BACKENDS))
     parser.add_argument(
         "--compare",
         help="comma-separated backends timed in turn on the same batches, e.g. "
         "eager,inductor,aot (fair on a shared machine); the first is the baseline",
     )
     parser.add_argument("--aot-package", help="the .pt2 of `streamseg export` (--backend aot)")
-    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS))
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--channels-last", action="store_true", help="channels-last convs")
     parser.add_argument("--iters", type=int, default=20, help="timed batches")

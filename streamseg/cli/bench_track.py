@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.models import archs_of
 
 __all__ = ["add_arguments", "run"]
 
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--match", choices=["box_iou", "mask_iou"], default="box_iou")
     q.add_argument(
         "--detector",
-        choices=["maskrcnn_small", "maskrcnn_r50_fpn", "maskrcnn_r50_fpn_v2"],
+        choices=archs_of("maskrcnn"),
         help="also score tracks of this model's detections on the rendered frames "
         "(needs --weights; use the --size the model was trained at, e.g. 320x240 "
         "for models/demo_small.pth)",

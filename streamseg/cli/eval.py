@@ -12,6 +12,7 @@ import json
 import logging
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.models import ARCHITECTURES, PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="COCO JSON or synthetic://?seed=..&frames=N URL (repeat to evaluate on several)",
     )
     parser.add_argument("--images", default=None, help="image folder of a COCO JSON")
-    parser.add_argument("--arch", default=None, help="architecture of a non-streamseg checkpoint")
+    parser.add_argument(
+        "--arch",
+        default=None,
+        choices=tuple(ARCHITECTURES),
+        help="architecture of a non-streamseg checkpoint",
+    )
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-images", type=int, default=None, help="evaluate the first N images")
     parser.add_argument(
@@ -38,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.segment.loading import load_trained_model
+    from streamseg.models.trained import load_trained_model
     from streamseg.train.data import DatasetError, UnionDataset
     from streamseg.train.datasets import open_dataset
     from streamseg.train.evaluate import evaluate_model

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.models import ARCHITECTURES, PRECISIONS
 
 _VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".ts", ".h264", ".webm"}
 
@@ -21,7 +22,12 @@ _VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".ts", ".h264", ".webm"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="video files, or folders of them (e.g. record's)")
     parser.add_argument("--weights", required=True, help="teacher checkpoint")
-    parser.add_argument("--arch", default=None, help="teacher architecture (non-streamseg files)")
+    parser.add_argument(
+        "--arch",
+        default=None,
+        choices=tuple(ARCHITECTURES),
+        help="teacher architecture (non-streamseg files)",
+    )
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--score-threshold", type=float, default=0.5)
     sampling = parser.add_mutually_exclusive_group()
@@ -43,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--classes", default="", help="comma-separated teacher classes to keep")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-frames", type=int, default=None, help="per video")
 
@@ -84,7 +90,7 @@ def _tracking(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.segment.loading import load_trained_model
+    from streamseg.models.trained import load_trained_model
     from streamseg.train.label import LabelOptions, label_tracking, label_videos
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

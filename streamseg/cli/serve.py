@@ -1,9 +1,12 @@
 """``streamseg serve PIPELINE``: run the pipeline until stopped.
 
 Exit codes: 0 after a clean stop (SIGINT/SIGTERM drained, or all file
-sources done); 1 when a stage failed or draining timed out; 2 for a bad
-pipeline.yaml or a model that cannot be loaded (the message says why);
-130 on a second interrupt while draining.
+sources done); 1 when a stage failed or draining timed out; 2 for a user
+mistake met while starting: a bad pipeline.yaml, a GPU or backend this
+machine does not have, a missing file or device, DALI not installed, weights
+or an AOT package that do not fit, alert rules naming classes the model does
+not have (the message names the field and the fix; ``streamseg check``
+reports the same before starting); 130 on a second interrupt while draining.
 """
 
 from __future__ import annotations
@@ -63,24 +66,28 @@ def run(args: argparse.Namespace) -> int:
                 f"shard {index}/{count} has no cameras (pipeline.yaml has {len(config.cameras)}); "
                 "use fewer shards than cameras"
             )
+    from streamseg.cli.startup import environment_issues
+
+    issues = environment_issues(config, cameras)
+    if issues:
+        raise UsageError(f"cannot start:\n{ConfigError(args.pipeline, issues).format()}")
     return _serve(config, cameras, quiet=args.no_status)
 
 
 def _serve(config, cameras, *, quiet: bool) -> int:  # type: ignore[no-untyped-def]
     import io
 
+    from streamseg.cli.startup import STARTUP_ERRORS, error_field
     from streamseg.runtime.service import Service
 
-    try:
-        from streamseg.models.checkpoint import CheckpointError
-    except ImportError:  # pragma: no cover
-        CheckpointError = ValueError  # type: ignore[misc,assignment]
     stream = io.StringIO() if quiet else None
     service = Service(config, cameras=cameras, status_stream=stream)
     try:
         return service.run()
-    except (CheckpointError, FileNotFoundError) as exc:
-        raise UsageError(f"model: {exc}") from None
+    except STARTUP_ERRORS as exc:
+        raise UsageError(f"{error_field(exc)}: {exc}") from None
+    except FileNotFoundError as exc:
+        raise UsageError(f"model.weights: {exc}") from None
     except OSError as exc:
         if "Address already in use" in str(exc) or getattr(exc, "errno", None) == 98:
             raise UsageError(

@@ -19,15 +19,24 @@ Rules are per camera. Each camera names its zones (polygons) and lines
             - {name: crowd, type: crowding, zone: dock, max_occupancy: 5}
 
 docs/tracking.md explains every field and the events each rule emits.
+
+:data:`RULE_KINDS` is the one list of rule kinds: each row holds the config
+model of a ``rules:`` entry and, side by side, the ``"module:Class"`` of the
+rule in :mod:`streamseg.track.rules` that runs it (imported when a camera's
+rules are built). ``RuleConfig`` (the ``type``-tagged union) is built from
+it. Adding a rule kind: its config model, its rule class (one file under
+``streamseg/track/rules/``) and one row here.
 Geometry is in frame pixels (x right, y down) or normalised to the frame
 (``[0, 1]`` on both axes); times are seconds of capture time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
@@ -36,6 +45,7 @@ from streamseg.geometry import ANCHORS, Anchor
 
 __all__ = [
     "ANCHORS",
+    "RULE_KINDS",
     "AlertsConfig",
     "CameraAlerts",
     "CrowdingRule",
@@ -43,9 +53,9 @@ __all__ = [
     "LineConfig",
     "LineRule",
     "RuleConfig",
+    "RuleKind",
     "ZoneConfig",
     "ZoneRule",
-    "unknown_cameras",
 ]
 
 Coordinates = Literal["pixels", "normalized"]
@@ -205,7 +215,44 @@ class CrowdingRule(_RuleBase, _Membership):
         return max(self.max_occupancy - 1, 0)
 
 
-RuleConfig = Annotated[ZoneRule | LineRule | DwellRule | CrowdingRule, Field(discriminator="type")]
+@dataclasses.dataclass(frozen=True)
+class RuleKind:
+    """One rule kind: its config model and the ``"module:Class"`` of the rule that runs it.
+
+    The rule class has ``from_config(rule, context)`` (see
+    :class:`streamseg.track.rules.engine.RuleContext`).
+    """
+
+    config: type[_RuleBase]
+    engine: str
+
+    @property
+    def type(self) -> str:
+        """The ``type:`` value that selects this kind (the config model's ``type`` literal)."""
+        (value,) = typing.get_args(self.config.model_fields["type"].annotation)
+        return str(value)
+
+
+def _by_type(*kinds: RuleKind) -> dict[str, RuleKind]:
+    return {kind.type: kind for kind in kinds}
+
+
+_ENGINE = "streamseg.track.rules"
+
+RULE_KINDS: dict[str, RuleKind] = _by_type(
+    RuleKind(ZoneRule, f"{_ENGINE}.zones:ZoneRule"),
+    RuleKind(LineRule, f"{_ENGINE}.lines:LineRule"),
+    RuleKind(DwellRule, f"{_ENGINE}.zones:DwellRule"),
+    RuleKind(CrowdingRule, f"{_ENGINE}.zones:CrowdingRule"),
+)
+
+if TYPE_CHECKING:
+    RuleConfig = _RuleBase
+else:
+    RuleConfig = Annotated[
+        Union[tuple(kind.config for kind in RULE_KINDS.values())],  # noqa: UP007
+        Field(discriminator="type"),
+    ]
 
 
 class CameraAlerts(StrictModel):
@@ -233,11 +280,11 @@ class CameraAlerts(StrictModel):
             if rule.name in seen:
                 problems.append(f"{where}: duplicate rule name; rule names must be unique")
             seen.add(rule.name)
-            if isinstance(rule, LineRule):
-                if rule.line not in self.lines:
-                    problems.append(f"{where}: unknown line {rule.line!r}{_known(self.lines)}")
-            elif rule.zone not in self.zones:
-                problems.append(f"{where}: unknown zone {rule.zone!r}{_known(self.zones)}")
+            line_name, zone_name = getattr(rule, "line", None), getattr(rule, "zone", None)
+            if line_name is not None and line_name not in self.lines:
+                problems.append(f"{where}: unknown line {line_name!r}{_known(self.lines)}")
+            if zone_name is not None and zone_name not in self.zones:
+                problems.append(f"{where}: unknown zone {zone_name!r}{_known(self.zones)}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -248,12 +295,6 @@ class AlertsConfig(StrictModel):
 
     enabled: bool = True
     cameras: dict[Name, CameraAlerts] = Field(default_factory=dict)
-
-
-def unknown_cameras(alerts: AlertsConfig, camera_ids: list[str]) -> list[str]:
-    """Camera ids under ``alerts.cameras`` that are not among ``camera_ids`` (typos)."""
-    known = set(camera_ids)
-    return [cid for cid in alerts.cameras if cid not in known]
 
 
 def _known(names: Mapping[str, object]) -> str:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import re
-import urllib.parse
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 
-__all__ = ["URL_SCHEMES", "CameraConfig", "ReconnectConfig"]
-
-# What a camera url may start with; a bare path (no scheme) is a file.
-URL_SCHEMES = ("rtsp", "rtsps", "rtmp", "http", "https", "file", "v4l2", "synthetic")
+__all__ = ["CameraConfig", "ReconnectConfig", "check_camera_url"]
 
 _CAMERA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -47,8 +43,10 @@ class CameraConfig(StrictModel):
     """One camera.
 
     ``url`` is ``rtsp://[user:password@]host[:port]/path`` (credentials may
-    come from ``${ENV}`` variables), a video file path or ``file://`` URL,
-    ``v4l2:///dev/video0``, or ``synthetic://?seed=1&width=640&height=360``.
+    come from ``${ENV}`` variables), another network stream of
+    :data:`streamseg.ingest.spec.SCHEMES` (``srt://``, ``rtmps://``, ...), a
+    video file path or ``file://`` URL, ``v4l2:///dev/video0``, or
+    ``synthetic://?seed=1&width=640&height=360``.
     """
 
     id: str = Field(description="unique camera id: letters, digits, '_', '-', '.'")
@@ -80,36 +78,16 @@ class CameraConfig(StrictModel):
 
 
 def check_camera_url(url: str) -> str:
-    """Validate a camera URL's shape; raise ``ValueError`` naming the problem.
+    """Validate a camera URL (no I/O); raise ``ValueError`` naming the problem.
 
-    The message never quotes the URL itself (it may hold a password).
+    The one parser of :mod:`streamseg.ingest.spec` decides, so what the
+    config accepts is exactly what ingest opens (its scheme table). The
+    message never quotes a password.
     """
-    url = url.strip()
-    if not url:
-        raise ValueError("camera url is empty")
-    if "://" not in url:
-        return url  # a file path
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in URL_SCHEMES:
-        raise ValueError(
-            f"unsupported url scheme {scheme!r}; use one of: {', '.join(URL_SCHEMES)} "
-            "or a file path"
-        )
+    from streamseg.ingest.spec import SourceError, parse_source_url
+
     try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"malformed {scheme} url: {_no_secret(str(exc))}") from None
-    if scheme in ("rtsp", "rtsps", "rtmp", "http", "https") and not parts.hostname:
-        raise ValueError(f"{scheme} url has no host (expected {scheme}://host[:port]/path)")
-    if port is not None and not 0 < port < 65536:
-        raise ValueError(f"port {port} is out of range")
-    if scheme in ("file", "v4l2") and not parts.path:
-        raise ValueError(f"{scheme} url has no path (expected {scheme}:///path)")
-    return url
-
-
-def _no_secret(message: str) -> str:
-    from streamseg.redact import redact_text
-
-    return redact_text(message)
+        parse_source_url(url, camera_id=None)
+    except SourceError as exc:
+        raise ValueError(str(exc)) from None
+    return url.strip()

@@ -71,11 +71,13 @@ def validate_tree(
     name: str,
     environ: Mapping[str, str] | None = None,
     extra_checks: Callable[[Any], list[ConfigIssue]] | None = None,
+    config_checks: Callable[[M], list[ConfigIssue]] | None = None,
 ) -> M:
     """Validate a ruamel tree (from ``read_yaml``) as ``schema``; errors carry lines.
 
     ``extra_checks`` gets the plain data and returns further problems (they
-    are reported together with the schema's, even when the schema fails).
+    are reported together with the schema's, even when the schema fails);
+    ``config_checks`` gets the validated config (references between sections).
     """
     environ = os.environ if environ is None else environ
     env_issues: list[ConfigIssue] = []
@@ -88,6 +90,8 @@ def validate_tree(
         issues += [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
     if extra_checks is not None:
         issues += [_with_line(i, tree) for i in extra_checks(data)]
+    if config is not None and config_checks is not None:
+        issues += [_with_line(i, tree) for i in config_checks(config)]
     if issues or config is None:
         raise ConfigError(name, _dedupe(issues))
     return config
@@ -107,6 +111,7 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
         name=str(path),
         environ=environ,
         extra_checks=lambda data: _semantic_checks(data, path.parent),
+        config_checks=PipelineConfig.reference_issues,
     )
     return _resolve_paths(config, path.parent)
 

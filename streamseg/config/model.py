@@ -8,77 +8,54 @@ common; both extend it, so the arch check and its message have one owner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
+from streamseg.config.choices import check_choice, literal_of
+from streamseg.models import ARCHITECTURES, PRECISIONS, arch_family, class_options
+from streamseg.segment.backends import BACKENDS
 
-__all__ = ["KNOWN_ARCHS", "ModelConfig", "ModelSource", "arch_family", "class_options"]
+# arch_family / class_options are the models registry's; re-exported for callers.
+__all__ = [
+    "ArchName",
+    "BackendName",
+    "ModelConfig",
+    "ModelSource",
+    "PrecisionName",
+    "arch_family",
+    "class_options",
+]
 
-# The architectures ``streamseg.models.build_model`` knows (docs/architecture.md).
-KNOWN_ARCHS = (
-    "maskrcnn_r50_fpn",
-    "maskrcnn_r50_fpn_v2",
-    "maskrcnn_small",
-    "mask2former_r50",
-    "mask2former_swin_t",
-    "mask2former_tiny",
-)
-
-
-def arch_family(arch: str) -> str:
-    """``"mask2former"`` or ``"maskrcnn"``: whose conventions ``arch`` follows."""
-    return "mask2former" if arch.startswith("mask2former") else "maskrcnn"
-
-
-def class_options(
-    arch: str, class_names: Sequence[str] | None = None, num_classes: int | None = None
-) -> dict[str, Any]:
-    """``build_model``'s ``num_classes`` / ``class_names`` for ``arch``.
-
-    pipeline.yaml, training checkpoints and the CLI have one convention:
-    ``num_classes`` counts the background, like ``class_names`` (whose first
-    name is ``__background__``). Mask R-CNN's build option counts it too;
-    Mask2Former's does not (its "no object" class is separate), so it gets
-    one less. ``num_classes`` is only used without ``class_names``; neither
-    given: ``{}`` (the model's default classes).
-    """
-    if class_names is not None:
-        names = tuple(class_names)
-        count = len(names)
-    elif num_classes is not None:
-        names, count = None, int(num_classes)
-    else:
-        return {}
-    options: dict[str, Any] = {
-        "num_classes": count if arch_family(arch) == "maskrcnn" else count - 1
-    }
-    if names is not None:
-        options["class_names"] = names
-    return options
+# The field types are the registries' names (a JSON-schema enum each).
+if TYPE_CHECKING:
+    ArchName = str
+    PrecisionName = str
+    BackendName = str
+else:
+    ArchName = literal_of(ARCHITECTURES)
+    PrecisionName = literal_of(PRECISIONS)
+    BackendName = literal_of(BACKENDS)
 
 
 class ModelSource(StrictModel):
     """Which model: an architecture and the weights file it starts from.
 
     Attributes:
-        arch: a ``streamseg.models`` architecture (:data:`KNOWN_ARCHS`).
+        arch: a ``streamseg.models`` architecture (its ``ARCHITECTURES`` registry).
         weights: checkpoint path (a streamseg checkpoint, a torchvision
             ``.pth``, a detectron2 ``.pkl`` or a Hugging Face Mask2Former
             download); ``None``: random weights.
     """
 
-    arch: str = "maskrcnn_small"
+    arch: ArchName = "maskrcnn_small"
     weights: str | None = None
 
-    @field_validator("arch")
+    @field_validator("arch", mode="before")
     @classmethod
-    def _known_arch(cls, value: str) -> str:
-        if value not in KNOWN_ARCHS:
-            raise ValueError(f"unknown arch {value!r}; valid: {', '.join(KNOWN_ARCHS)}")
-        return value
+    def _known_arch(cls, value: Any) -> Any:
+        return check_choice("arch", value, ARCHITECTURES)
 
 
 class ModelConfig(ModelSource):
@@ -108,8 +85,8 @@ class ModelConfig(ModelSource):
         description="hot swap requests over Redis must carry this token (use ${SWAP_TOKEN})",
     )
     device: str = "cpu"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    backend: Literal["eager", "inductor", "aot", "tensorrt"] = "eager"
+    precision: PrecisionName = "fp32"
+    backend: BackendName = "eager"
     channels_last: bool = False
     aot_package: str | None = Field(
         default=None,
@@ -133,6 +110,15 @@ class ModelConfig(ModelSource):
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("precision", "backend", mode="before")
+    @classmethod
+    def _registered(cls, value: Any, info: Any) -> Any:
+        names: dict[str, tuple[str, ...]] = {
+            "precision": tuple(PRECISIONS),
+            "backend": tuple(BACKENDS),
+        }
+        return check_choice(info.field_name, value, names[info.field_name])
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
@@ -153,11 +139,12 @@ class ModelConfig(ModelSource):
                 )
         if self.min_size and self.max_size and self.max_size < self.min_size:
             raise ValueError("max_size must be >= min_size")
-        if self.backend == "tensorrt" and not self.device.startswith("cuda"):
-            raise ValueError("backend 'tensorrt' needs device 'cuda'")
-        if self.backend == "aot" and not self.aot_package:
+        backend = BACKENDS[self.backend]
+        if backend.needs_cuda and not self.device.startswith("cuda"):
+            raise ValueError(f"backend {self.backend!r} needs device 'cuda'")
+        if backend.needs_package and not self.aot_package:
             raise ValueError(
-                "backend 'aot' needs aot_package: the .pt2 file written by "
+                f"backend {self.backend!r} needs aot_package: the .pt2 file written by "
                 "`streamseg export --arch A --weights W --size HxW --batch N --out F.pt2`"
             )
         return self
@@ -188,6 +175,6 @@ class ModelConfig(ModelSource):
             if value is not None:
                 opts[name] = value
         opts.update(class_options(self.arch, self.class_names, self.num_classes))
-        if self.backend == "aot":
+        if BACKENDS[self.backend].needs_package:
             opts["aot_package"] = self.aot_package
         return opts

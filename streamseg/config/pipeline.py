@@ -7,6 +7,7 @@ from pydantic import Field, field_validator
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.base import StrictModel
 from streamseg.config.cameras import CameraConfig
+from streamseg.config.errors import ConfigIssue
 from streamseg.config.model import ModelConfig
 from streamseg.config.record import RecordConfig
 from streamseg.config.redis import RedisConfig
@@ -34,6 +35,63 @@ class PipelineConfig(StrictModel):
     record: RecordConfig = RecordConfig()
 
     _unique_sinks = field_validator("sinks")(check_sink_names)
+
+    def reference_issues(self) -> list[ConfigIssue]:
+        """Sections that name something the file does not define (a camera id, a rule, a class).
+
+        The loader reports these with the other errors (each names its field
+        and the names that do exist).
+        """
+        ids = [cam.id for cam in self.cameras]
+        issues = [
+            ConfigIssue(
+                f"no camera has id {cid!r}",
+                loc=("alerts", "cameras", cid),
+                hint=f"use a camera id from `cameras:` ({', '.join(ids)})",
+            )
+            for cid in self.alerts.cameras
+            if cid not in ids
+        ]
+        clips = self.record.clips
+        issues += [
+            ConfigIssue(
+                f"no camera has id {cid!r}",
+                loc=("record", "clips", "cameras", i),
+                hint=f"use a camera id from `cameras:` ({', '.join(ids)})",
+            )
+            for i, cid in enumerate(clips.cameras)
+            if cid not in ids
+        ]
+        rules = {r.name for cam in self.alerts.cameras.values() for r in cam.rules}
+        issues += [
+            ConfigIssue(
+                f"no alert rule is named {name!r}",
+                loc=("record", "clips", "rules", i),
+                hint=f"rule names: {', '.join(sorted(rules)) or '(no rules are defined)'}",
+            )
+            for i, name in enumerate(clips.rules)
+            if name not in rules
+        ]
+        return issues + self._class_issues()
+
+    def _class_issues(self) -> list[ConfigIssue]:
+        """Rule ``classes`` outside ``model.class_names`` (when the file names the classes)."""
+        names = self.model.class_names
+        if names is None:
+            return []  # the weights name them: checked when the model is loaded
+        issues = []
+        for cid, cam in self.alerts.cameras.items():
+            for i, rule in enumerate(cam.rules):
+                for j, cls in enumerate(rule.classes):
+                    if cls not in names[1:]:
+                        issues.append(
+                            ConfigIssue(
+                                f"unknown class {cls!r}",
+                                loc=("alerts", "cameras", cid, "rules", i, "classes", j),
+                                hint=f"model.class_names has: {', '.join(names[1:])}",
+                            )
+                        )
+        return issues
 
     def camera(self, camera_id: str) -> CameraConfig:
         for cam in self.cameras:

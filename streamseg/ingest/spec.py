@@ -14,12 +14,19 @@ URL forms (see ``docs/ingest.md``):
   keys, see ``SyntheticScene.from_url``; ``frames=N`` ends it after N
   frames), plus ``pace=0`` to generate as fast as possible (benchmarks).
 
+:data:`SCHEMES` is the one table of URL schemes: the config's URL check, the
+CLI and the recorder derive from it, and :func:`parse_source_url` dispatches
+on it. Each scheme names its kind and the ``"module:function"`` that parses
+its URLs (imported on first use). Adding a source kind: one file with its
+parser (and its opener), plus one line per scheme here.
+
 Parsing does no I/O; ``check_exists`` looks for files and devices.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import re
 import urllib.parse
@@ -27,9 +34,15 @@ from pathlib import Path
 
 from streamseg.redact import redact_url
 
-__all__ = ["NETWORK_SCHEMES", "SourceError", "SourceSpec", "parse_source_url"]
-
-NETWORK_SCHEMES = ("rtsp", "rtsps", "http", "https", "rtmp", "rtmps", "srt")
+__all__ = [
+    "SCHEMES",
+    "Scheme",
+    "SourceError",
+    "SourceSpec",
+    "is_live_url",
+    "parse_source_url",
+    "url_scheme",
+]
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -84,29 +97,72 @@ class SourceSpec:
             )
 
 
-def parse_source_url(url: str, *, camera_id: str = "?") -> SourceSpec:
-    """Parse a camera URL into a ``SourceSpec``; ``SourceError`` names any problem."""
+@dataclasses.dataclass(frozen=True)
+class Scheme:
+    """One URL scheme.
+
+    Attributes:
+        kind: the :attr:`SourceSpec.kind` its URLs become.
+        parser: ``"module:function"`` taking ``(url, camera_id)`` and
+            returning a :class:`SourceSpec` (``SourceError`` for a bad URL).
+        live: its streams are live by default (drop oldest frames when
+            behind, reconnect when lost); files are not.
+    """
+
+    kind: str
+    parser: str
+    live: bool = True
+
+
+_HERE = "streamseg.ingest.spec"
+
+# scheme -> kind and parser. A URL without a scheme is a file path (or a
+# /dev/videoN device).
+SCHEMES: dict[str, Scheme] = {
+    "rtsp": Scheme("rtsp", f"{_HERE}:parse_network_url"),
+    "rtsps": Scheme("rtsp", f"{_HERE}:parse_network_url"),
+    "http": Scheme("network", f"{_HERE}:parse_network_url"),
+    "https": Scheme("network", f"{_HERE}:parse_network_url"),
+    "rtmp": Scheme("network", f"{_HERE}:parse_network_url"),
+    "rtmps": Scheme("network", f"{_HERE}:parse_network_url"),
+    "srt": Scheme("network", f"{_HERE}:parse_network_url"),
+    "file": Scheme("file", f"{_HERE}:parse_file_url", live=False),
+    "v4l2": Scheme("v4l2", f"{_HERE}:parse_v4l2_url"),
+    "synthetic": Scheme("synthetic", f"{_HERE}:parse_synthetic_url"),
+}
+
+
+def url_scheme(url: str) -> str:
+    """The lower-case scheme of ``url``; ``""`` for a plain path (``C:`` is a drive, not one)."""
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url.strip())
+    return m.group(1).lower() if m and len(m.group(1)) > 1 else ""
+
+
+def is_live_url(url: str) -> bool:
+    """Whether ``url`` names a live stream by default (see :attr:`Scheme.live`)."""
+    scheme = url_scheme(url)
+    if not scheme:
+        return bool(re.fullmatch(r"/dev/video\d+", url.strip().partition("?")[0]))
+    return scheme in SCHEMES and SCHEMES[scheme].live
+
+
+def parse_source_url(url: str, *, camera_id: str | None = "?") -> SourceSpec:
+    """Parse a camera URL into a ``SourceSpec``; ``SourceError`` names any problem.
+
+    Messages start with ``camera 'ID': `` unless ``camera_id`` is ``None``.
+    """
     if not isinstance(url, str) or not url.strip():
-        raise SourceError(f"camera {camera_id!r}: `url` is empty")
+        raise SourceError(f"{_who(camera_id)}`url` is empty")
     url = url.strip()
-    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
-    scheme = m.group(1).lower() if m and len(m.group(1)) > 1 else ""
-    if scheme in NETWORK_SCHEMES:
-        return _network(url, scheme, camera_id)
-    if scheme == "file":
-        parts = urllib.parse.urlsplit(url)
-        path = urllib.parse.unquote(parts.path)
-        return _file(path, parts.query, camera_id)
-    if scheme == "v4l2":
-        parts = urllib.parse.urlsplit(url)
-        return _v4l2(urllib.parse.unquote(parts.path), parts.query, camera_id)
-    if scheme == "synthetic":
-        return _synthetic(url, camera_id)
+    scheme = url_scheme(url)
+    if scheme in SCHEMES:
+        module, func = SCHEMES[scheme].parser.split(":")
+        spec: SourceSpec = getattr(importlib.import_module(module), func)(url, camera_id)
+        return spec
     if scheme:
         raise SourceError(
-            f"camera {camera_id!r}: unsupported URL scheme {scheme!r} in {redact_url(url)}; "
-            f"use one of {', '.join(NETWORK_SCHEMES)}, file, v4l2, synthetic, "
-            "or a plain file path"
+            f"{_who(camera_id)}unsupported URL scheme {scheme!r} in {redact_url(url)}; "
+            f"use one of {', '.join(SCHEMES)}, or a plain file path"
         )
     path, query = url, ""
     if "?" in url and not os.path.exists(url):
@@ -116,30 +172,60 @@ def parse_source_url(url: str, *, camera_id: str = "?") -> SourceSpec:
     return _file(path, query, camera_id)
 
 
-def _network(url: str, scheme: str, camera_id: str) -> SourceSpec:
+def _who(camera_id: str | None) -> str:
+    return "" if camera_id is None else f"camera {camera_id!r}: "
+
+
+def parse_network_url(url: str, camera_id: str | None) -> SourceSpec:
+    """A network stream FFmpeg opens: ``scheme://[user:password@]host[:port]/path``."""
+    scheme = url_scheme(url)
     parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises for a port out of range or not a number)
+    except ValueError:
+        raise SourceError(
+            f"{_who(camera_id)}{redact_url(url)} has a bad port; use a number from 1 to 65535"
+        ) from None
     if not parts.hostname:
         raise SourceError(
-            f"camera {camera_id!r}: {redact_url(url)} has no host; "
+            f"{_who(camera_id)}{redact_url(url)} has no host; "
             f"expected {scheme}://[user:password@]host[:port]/path"
         )
-    kind = "rtsp" if scheme in ("rtsp", "rtsps") else "network"
-    return SourceSpec(kind=kind, target=url, display=redact_url(url))
+    return SourceSpec(kind=SCHEMES[scheme].kind, target=url, display=redact_url(url))
 
 
-def _query(query: str, allowed: tuple[str, ...], camera_id: str, what: str) -> dict[str, str]:
+def parse_file_url(url: str, camera_id: str | None) -> SourceSpec:
+    """``file:///path?pace=1&loop=1``."""
+    parts = urllib.parse.urlsplit(url)
+    return _file(urllib.parse.unquote(parts.path), parts.query, camera_id)
+
+
+def parse_v4l2_url(url: str, camera_id: str | None) -> SourceSpec:
+    """``v4l2:///dev/videoN?size=WxH&fps=N&format=F``."""
+    parts = urllib.parse.urlsplit(url)
+    return _v4l2(urllib.parse.unquote(parts.path), parts.query, camera_id)
+
+
+def parse_synthetic_url(url: str, camera_id: str | None) -> SourceSpec:
+    """``synthetic://?seed=1&...``: the scene's keys, plus ``pace``."""
+    return _synthetic(url, camera_id)
+
+
+def _query(
+    query: str, allowed: tuple[str, ...], camera_id: str | None, what: str
+) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, values in urllib.parse.parse_qs(query, keep_blank_values=True).items():
         if key not in allowed:
             raise SourceError(
-                f"camera {camera_id!r}: unknown option {key!r} in the {what} URL; "
+                f"{_who(camera_id)}unknown option {key!r} in the {what} URL; "
                 f"allowed: {', '.join(allowed)}"
             )
         out[key] = values[-1]
     return out
 
 
-def _flag(opts: dict[str, str], key: str, default: bool, camera_id: str) -> bool:
+def _flag(opts: dict[str, str], key: str, default: bool, camera_id: str | None) -> bool:
     if key not in opts:
         return default
     v = opts[key].strip().lower()
@@ -147,10 +233,10 @@ def _flag(opts: dict[str, str], key: str, default: bool, camera_id: str) -> bool
         return True
     if v in _FALSE:
         return False
-    raise SourceError(f"camera {camera_id!r}: URL option {key}={opts[key]!r} must be 1 or 0")
+    raise SourceError(f"{_who(camera_id)}URL option {key}={opts[key]!r} must be 1 or 0")
 
 
-def _file(path: str, query: str, camera_id: str) -> SourceSpec:
+def _file(path: str, query: str, camera_id: str | None) -> SourceSpec:
     opts = _query(query, ("pace", "loop"), camera_id, "file")
     return SourceSpec(
         kind="file",
@@ -161,14 +247,14 @@ def _file(path: str, query: str, camera_id: str) -> SourceSpec:
     )
 
 
-def _v4l2(path: str, query: str, camera_id: str) -> SourceSpec:
+def _v4l2(path: str, query: str, camera_id: str | None) -> SourceSpec:
     if not path:
-        raise SourceError(f"camera {camera_id!r}: v4l2 URL needs a device, e.g. v4l2:///dev/video0")
+        raise SourceError(f"{_who(camera_id)}v4l2 URL needs a device, e.g. v4l2:///dev/video0")
     opts = _query(query, ("size", "fps", "format"), camera_id, "v4l2")
     ff: dict[str, str] = {}
     if "size" in opts:
         if not re.fullmatch(r"\d+x\d+", opts["size"]):
-            raise SourceError(f"camera {camera_id!r}: v4l2 size must look like 640x480")
+            raise SourceError(f"{_who(camera_id)}v4l2 size must look like 640x480")
         ff["video_size"] = opts["size"]
     if "fps" in opts:
         ff["framerate"] = opts["fps"]
@@ -177,7 +263,7 @@ def _v4l2(path: str, query: str, camera_id: str) -> SourceSpec:
     return SourceSpec(kind="v4l2", target=path, display=path, input_format="v4l2", options=ff)
 
 
-def _synthetic(url: str, camera_id: str) -> SourceSpec:
+def _synthetic(url: str, camera_id: str | None) -> SourceSpec:
     parts = urllib.parse.urlsplit(url)
     pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     ours = {k: v for k, v in pairs if k == "pace"}

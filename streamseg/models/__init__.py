@@ -1,8 +1,12 @@
 """Models: Mask R-CNN and Mask2Former in plain PyTorch, and checkpoint loading.
 
-``build_model(arch, **options)`` is the one entry point. The table below maps
-each architecture name (the ``model.arch`` field of ``pipeline.yaml``) to the
-function that builds it; modules are imported only when their model is built.
+``build_model(arch, **options)`` is the one entry point. :data:`ARCHITECTURES`
+is the one list of architectures (the ``model.arch`` values of
+``pipeline.yaml`` and the ``--arch`` choices of the CLI are derived from it):
+each name maps to the ``"module:function"`` that builds it and to its
+family, whose :class:`Family` says how it counts classes. Modules are
+imported only when their model is built, and importing this package does not
+import torch. :data:`PRECISIONS` is the one list of numeric precisions.
 
 Every model follows one contract (see ``docs/architecture.md``):
 
@@ -16,17 +20,35 @@ Every model follows one contract (see ``docs/architecture.md``):
   :class:`streamseg.types.Instances` at frame resolution;
 * ``model(images, image_sizes, targets)`` in train mode -> dict of scalar
   losses.
+
+Adding an architecture: a builder function in its own file, plus one line in
+:data:`ARCHITECTURES` (and one in :data:`FAMILIES` for a new family).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
-__all__ = ["ARCHITECTURES", "InputSpec", "build_model"]
+__all__ = [
+    "ARCHITECTURES",
+    "FAMILIES",
+    "PRECISIONS",
+    "Arch",
+    "Family",
+    "InputSpec",
+    "arch_family",
+    "archs_of",
+    "build_model",
+    "class_options",
+    "precision_dtype",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,27 +75,109 @@ class InputSpec:
     size_divisibility: int = 32
 
 
-# arch name -> "module:function". The function takes keyword options
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What the architectures of one family share.
+
+    Attributes:
+        counts_background: the builder's ``num_classes`` counts the
+            background class (Mask R-CNN) or not (Mask2Former, whose "no
+            object" class is separate).
+    """
+
+    counts_background: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """One architecture: its builder (``"module:function"``) and family."""
+
+    builder: str
+    family: str
+
+
+FAMILIES: dict[str, Family] = {
+    "maskrcnn": Family(counts_background=True),
+    "mask2former": Family(counts_background=False),
+}
+
+# arch name -> builder and family. The builder takes keyword options
 # (num_classes, thresholds, ...) and returns an nn.Module following the contract.
-ARCHITECTURES: dict[str, str] = {
-    "maskrcnn_r50_fpn": "streamseg.models.maskrcnn.build:maskrcnn_r50_fpn",
-    "maskrcnn_r50_fpn_v2": "streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2",
-    "maskrcnn_small": "streamseg.models.maskrcnn.build:maskrcnn_small",
-    "mask2former_r50": "streamseg.models.mask2former.build:mask2former_r50",
-    "mask2former_swin_t": "streamseg.models.mask2former.build:mask2former_swin_t",
+ARCHITECTURES: dict[str, Arch] = {
+    "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
+    "maskrcnn_r50_fpn_v2": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"),
+    "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
+    "mask2former_r50": Arch("streamseg.models.mask2former.build:mask2former_r50", "mask2former"),
+    "mask2former_swin_t": Arch(
+        "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"
+    ),
     # A few-channel Mask2Former for tests and smoke runs of every command
     # (serve, bench, train, export); like maskrcnn_small it runs in seconds
     # on a CPU, but unlike it, it is not meant for real use.
-    "mask2former_tiny": "streamseg.models.mask2former.build:mask2former_tiny",
+    "mask2former_tiny": Arch("streamseg.models.mask2former.build:mask2former_tiny", "mask2former"),
 }
+
+# precision name -> the torch dtype name (``torch.<name>``) that autocast
+# runs in; ``fp32`` runs without autocast.
+PRECISIONS: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _arch(arch: str) -> Arch:
+    if arch not in ARCHITECTURES:
+        known = ", ".join(ARCHITECTURES)
+        raise ValueError(f"unknown model arch {arch!r}; choose one of: {known}")
+    return ARCHITECTURES[arch]
+
+
+def arch_family(arch: str) -> str:
+    """The family of ``arch`` (``"maskrcnn"``, ``"mask2former"``): whose conventions it follows."""
+    return _arch(arch).family
+
+
+def archs_of(family: str) -> tuple[str, ...]:
+    """The architectures of ``family``, in registry order."""
+    return tuple(name for name, a in ARCHITECTURES.items() if a.family == family)
+
+
+def class_options(
+    arch: str, class_names: Sequence[str] | None = None, num_classes: int | None = None
+) -> dict[str, Any]:
+    """``build_model``'s ``num_classes`` / ``class_names`` for ``arch``.
+
+    pipeline.yaml, training checkpoints and the CLI have one convention:
+    ``num_classes`` counts the background, like ``class_names`` (whose first
+    name is ``__background__``). The build option follows the family's
+    :attr:`Family.counts_background`: one less where it is ``False``.
+    ``num_classes`` is only used without ``class_names``; neither given:
+    ``{}`` (the model's default classes).
+    """
+    if class_names is not None:
+        names: tuple[str, ...] | None = tuple(class_names)
+        count = len(class_names)
+    elif num_classes is not None:
+        names, count = None, int(num_classes)
+    else:
+        return {}
+    counts_background = FAMILIES[arch_family(arch)].counts_background
+    options: dict[str, Any] = {"num_classes": count if counts_background else count - 1}
+    if names is not None:
+        options["class_names"] = names
+    return options
+
+
+def precision_dtype(precision: str) -> torch.dtype:
+    """The torch dtype of ``precision`` (a :data:`PRECISIONS` name)."""
+    import torch
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    dtype: torch.dtype = getattr(torch, PRECISIONS[precision])
+    return dtype
 
 
 def build_model(arch: str, **options: Any) -> nn.Module:
     """Build the model named ``arch`` (untrained unless ``weights=`` is given)."""
-    if arch not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise ValueError(f"unknown model arch {arch!r}; choose one of: {known}")
-    module_name, func_name = ARCHITECTURES[arch].split(":")
+    module_name, func_name = _arch(arch).builder.split(":")
     builder = getattr(importlib.import_module(module_name), func_name)
     model: nn.Module = builder(**options)
     return model

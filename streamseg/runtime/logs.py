@@ -1,6 +1,8 @@
 """Logging for long-running commands: plain lines, with secrets scrubbed.
 
-On a terminal each record first clears the status line, so logs and the
+Everything a record prints is scrubbed: its message, and the traceback and
+stack of a ``log.exception`` (an exception's text may quote a URL with its
+password). On a terminal each record first clears the status line, so logs and the
 live status do not overwrite each other.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from streamseg.redact import redact_text
 
@@ -30,6 +33,23 @@ class _Redact(logging.Filter):
         return True
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Formats a record, then scrubs the whole text: message, traceback and stack."""
+
+    def __init__(self, fmt: str, datefmt: str, secrets: Sequence[str]) -> None:
+        super().__init__(fmt, datefmt)
+        self.secrets = tuple(s for s in secrets if s)
+
+    def formatException(self, ei: Any) -> str:
+        return redact_text(super().formatException(ei), *self.secrets)
+
+    def formatStack(self, stack_info: str) -> str:
+        return redact_text(super().formatStack(stack_info), *self.secrets)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record), *self.secrets)
+
+
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(self.stream, "isatty", lambda: False)():
@@ -46,7 +66,9 @@ def setup_logging(level: str = "INFO", *, secrets: Sequence[str] = ()) -> None:
     handler = _Handler(sys.stderr)
     handler._streamseg = True  # type: ignore[attr-defined]
     handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+        _RedactingFormatter(
+            "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S", secrets
+        )
     )
     handler.addFilter(_Redact(secrets))
     root.addHandler(handler)

@@ -1,4 +1,4 @@
-"""Precision names and the one autocast helper (serving, AOT export, eval, training).
+"""The one autocast helper (serving, AOT export, eval, training).
 
 ``fp32`` runs as is; ``bf16`` and ``fp16`` run the model under
 ``torch.autocast`` with that dtype (weights stay ``float32``). The
@@ -15,23 +15,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["PRECISIONS", "autocast"]
+from streamseg.models import PRECISIONS, precision_dtype
 
-PRECISIONS: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-}
+__all__ = ["PRECISIONS", "autocast"]
 
 
 def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager[Any]:
     """``torch.autocast`` on ``device``'s type for ``bf16``/``fp16``; a no-op for ``fp32``.
 
     Raises:
-        ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+        ValueError: ``precision`` is not one of ``streamseg.models.PRECISIONS``.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    dtype = precision_dtype(precision)  # ValueError for an unknown name
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=PRECISIONS[precision])
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)

@@ -23,15 +23,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from streamseg.models import InputSpec
+from streamseg.models import PRECISIONS, InputSpec
 from streamseg.models.checkpoint import CheckpointError
-from streamseg.segment.backends import BACKENDS, Backend, build_backend
+from streamseg.segment.backends import BACKENDS, BackendError, backend_problems, build_backend
+from streamseg.segment.backends.base import Backend
 from streamseg.segment.loading import load_model
-from streamseg.segment.precision import PRECISIONS, autocast
+from streamseg.segment.precision import autocast
 from streamseg.segment.preprocess import ModelInput, padded_size, preprocess, resized_size
 from streamseg.types import FrameBatch, Instances
 
-__all__ = ["PRECISIONS", "Segmenter", "load_model"]
+__all__ = ["Segmenter", "load_model"]
 
 log = logging.getLogger("streamseg.segment")
 
@@ -77,12 +78,11 @@ class Segmenter:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.arch = arch
         self.device = resolve_device(device, backend)
-        if backend == "tensorrt":  # before building a model it could not run
-            from streamseg.segment.backends.tensorrt import tensorrt_problems
-
-            problems = tensorrt_problems(self.device)
-            if problems:
-                raise RuntimeError("backend 'tensorrt' cannot run: " + "; ".join(problems))
+        problems = backend_problems(backend, self.device)  # before building a model
+        if problems:
+            raise BackendError(
+                f"backend {backend!r} cannot run: " + "; ".join(problems), field="model.backend"
+            )
         self.precision = precision
         self.channels_last = channels_last
         self.weights = weights
@@ -188,12 +188,7 @@ class Segmenter:
             CheckpointError: unreadable, another arch, or tensors of other
                 shapes (e.g. another ``num_classes``).
         """
-        try:
-            model, names = load_model(self.arch, path, self._options)
-        except CheckpointError:
-            raise
-        except Exception as exc:  # e.g. a converter that fails on an odd file
-            raise CheckpointError(f"{path}: {type(exc).__name__}: {exc}") from None
+        model, names = load_model(self.arch, path, self._options)
         _check_same_structure(self._model, model, path)
         new = model.state_dict()
         _check_same_layout(self._state, new, path)
@@ -258,14 +253,33 @@ def _check_same_layout(live: dict[str, Tensor], new: dict[str, Tensor], path: st
 
 
 def resolve_device(name: str, backend: str) -> torch.device:
+    """``name`` as a device this machine has; ``BackendError`` (``model.device``) otherwise."""
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available() and backend != "tensorrt":
-        raise ValueError(
-            f"device {name!r}: torch {torch.__version__} sees no CUDA GPU; use device: cpu"
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise BackendError(
+            f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}", field="model.device"
         )
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}")
+    # A backend with its own start-up check (tensorrt) says more than this.
+    if device.type == "cuda" and not backend_problems(backend, device):
+        problem = cuda_problem(device)
+        if problem:
+            raise BackendError(problem, field="model.device")
     return device
+
+
+def cuda_problem(device: torch.device) -> str | None:
+    """Why ``device`` (a CUDA device) cannot be used here; ``None`` when it can."""
+    if not torch.cuda.is_available():
+        return (
+            f"device {str(device)!r}: torch {torch.__version__} sees no CUDA GPU; use device: cpu "
+            "(or run on a machine with an NVIDIA GPU and a CUDA build of torch)"
+        )
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        return (
+            f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+            "(cuda:0 ...); pick one of them"
+        )
+    return None

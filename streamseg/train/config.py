@@ -20,7 +20,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.config.loader import load_yaml_model
-from streamseg.config.model import ModelSource
+from streamseg.config.model import ModelSource, PrecisionName
 
 __all__ = [
     "DataConfig",
@@ -177,7 +177,7 @@ class SolverConfig(StrictModel):
     warmup_iters: int = Field(default=100, ge=0)
     warmup_factor: float = Field(default=0.001, gt=0.0, le=1.0)
     clip_grad_norm: float | None = Field(default=None, gt=0.0)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: PrecisionName = "fp32"
     tf32: bool = True
     seed: int = 0
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from streamseg.config.model import arch_family, class_options
-from streamseg.models import InputSpec
+from streamseg.models import InputSpec, arch_family, class_options
 from streamseg.train.config import TrainConfig, TrainModelConfig
 from streamseg.train.freeze import freeze_backbone_stages
 

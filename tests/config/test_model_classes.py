@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from streamseg.config import load_pipeline
-from streamseg.config.model import KNOWN_ARCHS, class_options
-from streamseg.models import ARCHITECTURES, build_model
+from streamseg.config.model import class_options
+from streamseg.models import build_model
 
 NAMES = ["__background__", "person", "car", "bike"]
 
@@ -80,7 +80,3 @@ def test_class_options_table(
     if names is not None:
         expected = {**expected, "class_names": names}
     assert options == expected
-
-
-def test_config_knows_every_model_arch() -> None:
-    assert set(KNOWN_ARCHS) == set(ARCHITECTURES)

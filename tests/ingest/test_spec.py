@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamseg.ingest.spec import SourceError, parse_source_url
+from streamseg.ingest.spec import SCHEMES, SourceError, is_live_url, parse_source_url, url_scheme
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,34 @@ def test_check_exists(tmp_path: Path) -> None:
         SourceError, match=r"V4L2 device /dev/video77 does not exist.*ls /dev/video"
     ):
         parse_source_url("/dev/video77").check_exists("c")
+
+
+@pytest.mark.parametrize(
+    ("url", "kind", "live"),
+    [
+        ("srt://cam:9000?streamid=a", "network", True),
+        ("rtmps://cam/live/key", "network", True),
+        ("RTSP://cam/s", "rtsp", True),
+        ("file:///a.mp4", "file", False),
+        ("/data/a.mp4", "file", False),
+        ("/dev/video3", "v4l2", True),
+        ("synthetic://?seed=1", "synthetic", True),
+        ("ftp://h/a.mp4", None, False),
+    ],
+)
+def test_the_scheme_table_decides_kind_and_liveness(url: str, kind: str | None, live: bool) -> None:
+    assert is_live_url(url) is live
+    if kind is None:
+        assert url_scheme(url) not in SCHEMES
+    else:
+        assert parse_source_url(url).kind == kind
+        if url_scheme(url):
+            assert SCHEMES[url_scheme(url)].kind == kind
+
+
+def test_a_bad_port_and_no_camera_prefix() -> None:
+    with pytest.raises(SourceError) as info:
+        parse_source_url("rtsp://u:secret@cam:99999/s", camera_id=None)
+    message = str(info.value)
+    assert message.startswith("rtsp://u:***@cam:99999/s has a bad port")
+    assert "secret" not in message

@@ -405,7 +405,7 @@ def test_segmenter_serves_a_pkl_and_a_swap_keeps_the_style(
 
 def test_a_fine_tune_from_a_pkl_stays_detectron2_style(pkl: Path, tmp_path: Path) -> None:
     from streamseg.models.checkpoint import save_checkpoint
-    from streamseg.segment.loading import load_trained_model
+    from streamseg.models.trained import load_trained_model
     from streamseg.train.checkpointing import check_style
     from streamseg.train.modeling import build_train_model, model_meta
     from tests.support.training import tiny_config

@@ -87,3 +87,26 @@ def test_a_file_that_is_no_package_is_a_clear_error(tmp_path: Path) -> None:
     bogus.write_bytes(b"not a zip")
     with pytest.raises(ValueError, match=r"is not a \.pt2 archive.*streamseg export"):
         Segmenter(backend="aot", aot_package=str(bogus), **SMALL)
+
+
+@pytest.mark.parametrize("command", ["check", "serve"])
+def test_serve_and_check_refuse_a_package_for_other_settings(
+    package: tuple[Path, str], tmp_path: Path, command: str
+) -> None:
+    path, weights = package
+    model = {k: v for k, v in SMALL.items() if k != "score_threshold"}
+    model |= {"weights": weights, "backend": "aot", "aot_package": str(path)}
+    model |= {"precision": "bf16", "hot_swap": False}  # the package is fp32
+    pipeline = {
+        "cameras": [{"id": "cam", "url": "synthetic://?seed=1&width=160&height=96&frames=2"}],
+        "model": model,
+        "http": {"enabled": False},
+    }
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(json.dumps(pipeline))  # JSON is YAML
+    args = [command, str(config)] + (["--no-status"] if command == "serve" else [])
+    proc = run_cli(*args)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "model.aot_package:" in out and "precision: package 'fp32', model 'bf16'" in out
+    assert "export it again" in out and "Traceback" not in out

@@ -12,6 +12,7 @@ import torch
 from streamseg.config import ConfigError, load_pipeline
 from streamseg.config.model import ModelConfig
 from streamseg.segment import Segmenter
+from streamseg.segment.backends import BackendError
 from streamseg.segment.backends.tensorrt import tensorrt_problems
 from tests.segment.conftest import SMALL
 
@@ -19,8 +20,9 @@ HAS_TRT = importlib.util.find_spec("torch_tensorrt") is not None
 
 
 def test_tensorrt_on_cpu_names_the_device_and_the_install() -> None:
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(BackendError) as info:
         Segmenter(backend="tensorrt", **SMALL)
+    assert info.value.field == "model.backend"
     message = str(info.value)
     assert "backend 'tensorrt' cannot run" in message
     assert "set device: cuda" in message and "backend: inductor or aot" in message
@@ -32,7 +34,7 @@ def test_tensorrt_on_cpu_names_the_device_and_the_install() -> None:
 def test_tensorrt_on_cuda_without_a_gpu() -> None:
     problems = tensorrt_problems(torch.device("cuda"))
     assert any("sees no CUDA GPU" in p for p in problems)
-    with pytest.raises(RuntimeError, match="sees no CUDA GPU"):
+    with pytest.raises(BackendError, match="sees no CUDA GPU"):
         Segmenter(backend="tensorrt", device="cuda", **SMALL)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
-from streamseg.segment.loading import load_trained_model
+from streamseg.models.trained import load_trained_model
 from streamseg.train.engine import run_training, seed_everything
 from streamseg.train.modeling import build_train_model
 from tests.support.training import tiny_config, weights

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from streamseg.models.checkpoint import read_checkpoint
-from streamseg.segment.loading import load_trained_model
+from streamseg.models.trained import load_trained_model
 from streamseg.train.checkpointing import read_training_state
 from streamseg.train.config import TrainConfig
 from streamseg.train.datasets import build_dataset

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.models.checkpoint import save_checkpoint
-from streamseg.segment.loading import load_trained_model
+from streamseg.models.trained import load_trained_model
 from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
 from streamseg.train.data import CocoDataset, decode_segmentation
 from streamseg.train.datasets import resolve_class_names

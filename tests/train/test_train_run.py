@@ -10,7 +10,7 @@ import torch
 
 from streamseg.cli import main
 from streamseg.config import ConfigError
-from streamseg.segment.loading import load_trained_model
+from streamseg.models.trained import load_trained_model
 from streamseg.train.engine import run_training
 from tests.support.training import StopAt, losses, tiny_config, weights
 

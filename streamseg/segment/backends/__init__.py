@@ -1,8 +1,15 @@
-"""How the dense parts of a model run: ``eager``, ``inductor``, ``aot``, ``tensorrt``.
+"""How the dense parts of a model run: the backend registry.
 
 A backend is built once per :class:`streamseg.segment.Segmenter` around its
 (eval-mode) model. It may replace the ``forward`` of the model's dense parts
 (:mod:`streamseg.segment.dense`); post-processing always stays eager.
+
+:data:`BACKENDS` is the one list of backends: ``model.backend`` of
+pipeline.yaml, its validators and the CLI's ``--backend`` choices derive from
+it. Each entry names, as ``"module:function"``, the builder (imported only
+when that backend is built, so importing this package imports no torch) and
+the start-up check that says, before a model is built, why it cannot run
+here. Adding a backend: one file with its builder, plus one line here.
 
 * ``eager``: plain PyTorch.
 * ``inductor``: ``torch.compile`` of each dense part with static shapes,
@@ -14,16 +21,83 @@ A backend is built once per :class:`streamseg.segment.Segmenter` around its
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import importlib
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
-from streamseg.segment.backends.base import Backend, EagerBackend
+    from streamseg.segment.backends.base import Backend
 
-__all__ = ["BACKENDS", "Backend", "EagerBackend", "build_backend"]
+__all__ = ["BACKENDS", "BackendError", "BackendKind", "backend_problems", "build_backend"]
 
-BACKENDS = ("eager", "inductor", "aot", "tensorrt")
+
+class BackendError(ValueError):
+    """A model that cannot run as configured, found while starting.
+
+    ``field`` is the pipeline.yaml field to fix (``model.device``,
+    ``model.backend``, ``model.aot_package``); the message says how.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendKind:
+    """One backend.
+
+    Attributes:
+        builder: ``"module:function"``; the function takes ``(model, *, arch,
+            device, precision, channels_last, options)`` and returns a
+            :class:`Backend`.
+        problems: ``"module:function"`` taking the ``torch.device`` and
+            returning why the backend cannot run there (empty: it can);
+            ``None``: it runs everywhere.
+        needs_cuda: runs only on ``device: cuda`` (checked by the config).
+        needs_package: runs a package written ahead of time
+            (``model.aot_package``, checked by the config).
+    """
+
+    builder: str
+    problems: str | None = None
+    needs_cuda: bool = False
+    needs_package: bool = False
+
+
+BACKENDS: dict[str, BackendKind] = {
+    "eager": BackendKind("streamseg.segment.backends.base:build"),
+    "inductor": BackendKind("streamseg.segment.backends.inductor:build"),
+    "aot": BackendKind("streamseg.segment.backends.aot:build", needs_package=True),
+    "tensorrt": BackendKind(
+        "streamseg.segment.backends.tensorrt:build",
+        problems="streamseg.segment.backends.tensorrt:tensorrt_problems",
+        needs_cuda=True,
+    ),
+}
+
+
+def _kind(name: str) -> BackendKind:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+    return BACKENDS[name]
+
+
+def _load(target: str) -> Any:
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def backend_problems(name: str, device: torch.device) -> list[str]:
+    """Why backend ``name`` cannot run on ``device`` here (empty when it can)."""
+    kind = _kind(name)
+    if kind.problems is None:
+        return []
+    problems: list[str] = _load(kind.problems)(device)
+    return problems
 
 
 def build_backend(
@@ -41,27 +115,12 @@ def build_backend(
     ``options``: backend-specific settings: ``aot_package`` (``aot``),
     ``compiled_parts`` (``inductor``/``tensorrt``: dense-part paths, default all).
     """
-    if name == "eager":
-        return EagerBackend()
-    if name == "inductor":
-        from streamseg.segment.backends.inductor import InductorBackend
-
-        return InductorBackend(model, device=device, parts=options.get("compiled_parts"))
-    if name == "aot":
-        from streamseg.segment.backends.aot import AotBackend
-
-        return AotBackend(
-            model,
-            package=options.get("aot_package"),
-            arch=arch,
-            device=device,
-            precision=precision,
-            channels_last=channels_last,
-        )
-    if name == "tensorrt":
-        from streamseg.segment.backends.tensorrt import TensorRTBackend
-
-        return TensorRTBackend(
-            model, device=device, precision=precision, parts=options.get("compiled_parts")
-        )
-    raise ValueError(f"unknown backend {name!r}; valid: {', '.join(BACKENDS)}")
+    backend: Backend = _load(_kind(name).builder)(
+        model,
+        arch=arch,
+        device=device,
+        precision=precision,
+        channels_last=channels_last,
+        options=options,
+    )
+    return backend

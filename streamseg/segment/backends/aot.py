@@ -25,11 +25,19 @@ from torch import Tensor, nn
 
 from streamseg.models import InputSpec
 from streamseg.segment import dense
+from streamseg.segment.backends import BackendError
 from streamseg.segment.backends.base import Backend
 from streamseg.segment.precision import autocast
 from streamseg.segment.preprocess import padded_size, resized_size
 
-__all__ = ["AotBackend", "PackageInfo", "dense_layout", "export_package", "read_package_info"]
+__all__ = [
+    "AotBackend",
+    "PackageInfo",
+    "build",
+    "dense_layout",
+    "export_package",
+    "read_package_info",
+]
 
 log = logging.getLogger("streamseg.segment")
 
@@ -38,6 +46,11 @@ _EXAMPLE_ROIS = 16
 _EXPORT_HINT = (
     "write one with `streamseg export --arch A --weights W --size HxW --batch N --out F.pt2`"
 )
+
+
+def _package_error(message: str) -> BackendError:
+    """A package that does not fit (missing, unreadable, made for another set-up)."""
+    return BackendError(message, field="model.aot_package")
 
 
 class PackageInfo(dict[str, Any]):
@@ -232,11 +245,11 @@ def read_package_info(path: str | Path, first_part: str) -> tuple[PackageInfo, A
         runner = load_package(str(path), model_name=first_part)
         raw = runner.get_metadata().get("streamseg")
     except Exception as exc:  # unreadable zip, missing entry, wrong torch, ...
-        raise ValueError(
+        raise _package_error(
             f"aot_package {path} could not be loaded ({_first_line(exc)}); {_EXPORT_HINT}"
         ) from None
     if raw is None:
-        raise ValueError(
+        raise _package_error(
             f"aot_package {path} was not written by `streamseg export`; {_EXPORT_HINT}"
         )
     return PackageInfo(json.loads(raw)), runner
@@ -250,18 +263,38 @@ def _first_part(package: str, available: list[dense.DensePart]) -> str:
         with zipfile.ZipFile(package) as archive:
             names = archive.namelist()
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ValueError(
+        raise _package_error(
             f"aot_package {package} is not a .pt2 archive ({exc}); {_EXPORT_HINT}"
         ) from None
     for part in available:
         if any(f"/aotinductor/{part.name}/" in name for name in names):
             return part.name
-    raise ValueError(f"aot_package {package} holds no part of this model; {_EXPORT_HINT}")
+    raise _package_error(f"aot_package {package} holds no part of this model; {_EXPORT_HINT}")
 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def build(
+    model: nn.Module,
+    *,
+    arch: str,
+    device: torch.device,
+    precision: str,
+    channels_last: bool,
+    options: dict[str, Any],
+) -> AotBackend:
+    """The ``aot`` entry of the backend registry (``options["aot_package"]``: the .pt2)."""
+    return AotBackend(
+        model,
+        package=options.get("aot_package"),
+        arch=arch,
+        device=device,
+        precision=precision,
+        channels_last=channels_last,
+    )
 
 
 class AotBackend(Backend):
@@ -280,9 +313,11 @@ class AotBackend(Backend):
         channels_last: bool,
     ) -> None:
         if not package:
-            raise ValueError(f"backend 'aot' needs model.aot_package (a .pt2 file); {_EXPORT_HINT}")
+            raise _package_error(
+                f"backend 'aot' needs model.aot_package (a .pt2 file); {_EXPORT_HINT}"
+            )
         if not Path(package).is_file():
-            raise ValueError(f"aot_package {package} does not exist; {_EXPORT_HINT}")
+            raise _package_error(f"aot_package {package} does not exist; {_EXPORT_HINT}")
         available = dense.dense_parts(model)
         self.info, first = read_package_info(package, _first_part(package, available))
         self.package = str(package)
@@ -339,7 +374,7 @@ class AotBackend(Backend):
             if model_parts.get(path) != kind:
                 wrong.append(f"part {path} ({kind}) is not a dense part of the model")
         if wrong:
-            raise ValueError(
+            raise _package_error(
                 f"aot_package {self.package} was exported for another set-up ({'; '.join(wrong)}); "
                 f"export it again with these settings: {_EXPORT_HINT}"
             )

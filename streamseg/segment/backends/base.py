@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from torch import Tensor
 
-__all__ = ["Backend", "EagerBackend"]
+__all__ = ["Backend", "EagerBackend", "build"]
 
 
 class Backend:
@@ -43,3 +44,8 @@ class Backend:
 
 class EagerBackend(Backend):
     """Plain PyTorch: nothing to compile."""
+
+
+def build(model: Any, **_: Any) -> EagerBackend:
+    """The ``eager`` entry of the backend registry: nothing to set up."""
+    return EagerBackend()

@@ -29,12 +29,19 @@ from torch import nn
 from streamseg.segment import dense
 from streamseg.segment.backends.base import Backend
 
-__all__ = ["InductorBackend"]
+__all__ = ["InductorBackend", "build"]
 
 log = logging.getLogger("streamseg.segment")
 
 # Distinct static shapes one part may compile for (RoI buckets, batch sizes).
 _RECOMPILE_LIMIT = 64
+
+
+def build(
+    model: nn.Module, *, device: torch.device, options: dict[str, Any], **_: Any
+) -> InductorBackend:
+    """The ``inductor`` entry of the backend registry."""
+    return InductorBackend(model, device=device, parts=options.get("compiled_parts"))
 
 
 class _GrowingTarget:

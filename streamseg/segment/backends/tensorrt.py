@@ -15,11 +15,20 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from streamseg.models import precision_dtype
+from streamseg.segment.backends import BackendError
 from streamseg.segment.backends.inductor import InductorBackend
 
-__all__ = ["TensorRTBackend", "tensorrt_problems"]
+__all__ = ["TensorRTBackend", "build", "tensorrt_problems"]
 
-_PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+def build(
+    model: nn.Module, *, device: torch.device, precision: str, options: dict[str, Any], **_: Any
+) -> TensorRTBackend:
+    """The ``tensorrt`` entry of the backend registry."""
+    return TensorRTBackend(
+        model, device=device, precision=precision, parts=options.get("compiled_parts")
+    )
 
 
 def tensorrt_problems(device: torch.device) -> list[str]:
@@ -58,7 +67,9 @@ class TensorRTBackend(InductorBackend):
     ) -> None:
         problems = tensorrt_problems(device)
         if problems:
-            raise RuntimeError("backend 'tensorrt' cannot run: " + "; ".join(problems))
+            raise BackendError(
+                "backend 'tensorrt' cannot run: " + "; ".join(problems), field="model.backend"
+            )
         import torch_tensorrt  # noqa: F401  (registers the "tensorrt" torch.compile backend)
 
         self.precision = precision
@@ -66,7 +77,7 @@ class TensorRTBackend(InductorBackend):
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         options: dict[str, Any] = {
-            "enabled_precisions": {_PRECISIONS[self.precision]},
+            "enabled_precisions": {precision_dtype(self.precision)},
             "min_block_size": 1,
             "device": self.device,
         }

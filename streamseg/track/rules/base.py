@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -11,6 +11,9 @@ from numpy.typing import NDArray
 
 from streamseg.track.view import TrackView
 from streamseg.types import Event
+
+if TYPE_CHECKING:
+    from streamseg.track.rules.engine import RuleContext
 
 __all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle"]
 
@@ -171,6 +174,11 @@ class RuleBase:
             score=round(float(view.removed_scores[r]), 5),
             extra=dict(extra),
         )
+
+    @classmethod
+    def from_config(cls, rule: Any, context: RuleContext) -> RuleBase:
+        """The rule for its config entry ``rule`` (see ``config.alerts.RULE_KINDS``)."""
+        raise NotImplementedError
 
     def update(self, view: TrackView) -> list[Event]:
         raise NotImplementedError

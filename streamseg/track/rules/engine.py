@@ -1,9 +1,18 @@
-"""One camera's alert rules, built from its ``alerts.cameras.<id>`` section."""
+"""One camera's alert rules, built from its ``alerts.cameras.<id>`` section.
+
+Which class runs a rule comes from the rule-kind registry
+(:data:`streamseg.config.alerts.RULE_KINDS`); each class builds itself from
+its config entry with ``from_config(rule, context)``, where the
+:class:`RuleContext` hands it the shared arguments and the camera's geometry
+in pixels.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,13 +20,23 @@ import numpy as np
 from streamseg.config import alerts as cfg
 from streamseg.geometry import Polygon, Segment
 from streamseg.track.rules.base import RuleBase, class_ids
-from streamseg.track.rules.lines import LineRule
 from streamseg.track.rules.membership import Membership
-from streamseg.track.rules.zones import CrowdingRule, DwellRule, ZoneRule
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
-__all__ = ["CameraRules"]
+__all__ = ["CameraRules", "RuleContext", "RuleError", "rule_class"]
+
+
+class RuleError(ValueError):
+    """A rule that cannot run with this model (e.g. a class it does not have).
+
+    ``field`` is the pipeline.yaml field to fix; the message says how.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
 
 log = logging.getLogger("streamseg.track.rules")
 
@@ -42,8 +61,8 @@ class CameraRules:
         self.config = config
         self.class_names = tuple(class_names)
         self._labels = [
-            class_ids(rule.classes, self.class_names, f"alerts.cameras.{camera_id}.{rule.name}")
-            for rule in config.rules
+            _labels(rule, self.class_names, f"alerts.cameras.{camera_id}.rules[{i}].classes")
+            for i, rule in enumerate(config.rules)
         ]
         self.rules: list[RuleBase] = []
         self._zones: dict[str, Polygon] = {}
@@ -111,40 +130,64 @@ class CameraRules:
             "cooldown": rule.cooldown,
             "include_mask": rule.include_mask,
         }
-        if isinstance(rule, cfg.LineRule):
-            line = self.config.lines[rule.line]
-            scale = self._scale(line.coordinates, size)
-            p, q = (np.asarray(pt, np.float64) * scale for pt in line.points)
-            return LineRule(
-                line=rule.line,
-                segment=Segment((float(p[0]), float(p[1])), (float(q[0]), float(q[1]))),
-                in_sign=1 if line.in_side == "right" else -1,
-                anchor=rule.anchor,
-                band=rule.band,
-                events=list(rule.events),
-                **common,
-            )
+        context = RuleContext(
+            common=common,
+            polygon=lambda name: self._polygon(name, size),
+            line=lambda name: self._line(name, size),
+        )
+        built: RuleBase = rule_class(rule).from_config(rule, context)
+        return built
+
+    def _line(self, name: str, size: tuple[int, int]) -> tuple[Segment, int]:
+        line = self.config.lines[name]
+        scale = self._scale(line.coordinates, size)
+        p, q = (np.asarray(pt, np.float64) * scale for pt in line.points)
+        segment = Segment((float(p[0]), float(p[1])), (float(q[0]), float(q[1])))
+        return segment, 1 if line.in_side == "right" else -1
+
+
+def _labels(rule: cfg.RuleConfig, class_names: Sequence[str], field: str) -> Any:
+    try:
+        return class_ids(rule.classes, class_names, field.rsplit(".rules[", 1)[0] + f".{rule.name}")
+    except ValueError as exc:
+        raise RuleError(str(exc), field=field) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleContext:
+    """What a rule class needs from its camera to build itself from its config entry.
+
+    Attributes:
+        common: :class:`RuleBase`'s keyword arguments (name, camera, classes,
+            filters, cooldown).
+        polygon: a zone's polygon in frame pixels, by name (shared by the
+            camera's rules on that zone).
+        line: a line's segment in frame pixels and its ``in`` sign (``+1``
+            for ``in_side: right``), by name.
+    """
+
+    common: dict[str, Any]
+    polygon: Callable[[str], Polygon]
+    line: Callable[[str], tuple[Segment, int]]
+
+    def zone_options(self, rule: Any) -> dict[str, Any]:
+        """``common`` plus ``zone`` and its ``membership`` test, for rules on a zone."""
         membership = Membership(
-            polygon=self._polygon(rule.zone, size),
+            polygon=self.polygon(rule.zone),
             anchor=rule.anchor,
             band=rule.band,
             mask_fraction=rule.mask_fraction,
             mask_band=rule.mask_band,
         )
-        common.update(zone=rule.zone, membership=membership)
-        if isinstance(rule, cfg.ZoneRule):
-            return ZoneRule(
-                events=list(rule.events),
-                initial=rule.initial,
-                exit_on_lost=rule.exit_on_lost,
-                **common,
-            )
-        if isinstance(rule, cfg.DwellRule):
-            return DwellRule(seconds=rule.seconds, repeat=rule.repeat, **common)
-        return CrowdingRule(
-            max_occupancy=rule.max_occupancy,
-            clear_at=rule.clear_at,
-            min_duration=rule.min_duration,
-            events=list(rule.events),
-            **common,
-        )
+        return {**self.common, "zone": rule.zone, "membership": membership}
+
+
+def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:
+    """The class that runs ``rule`` (its ``type``'s row of the rule-kind registry)."""
+    kind = cfg.RULE_KINDS.get(str(getattr(rule, "type", "")))
+    if kind is None or not isinstance(rule, kind.config):
+        known = ", ".join(cfg.RULE_KINDS)
+        raise ValueError(f"rule {rule.name!r}: unknown rule type; known: {known}")
+    module, name = kind.engine.split(":")
+    cls: type[RuleBase] = getattr(importlib.import_module(module), name)
+    return cls

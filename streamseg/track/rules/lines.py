@@ -21,7 +21,7 @@ counts, and touching an endpoint counts (closed segment).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from streamseg.track.rules.base import RuleBase
 from streamseg.track.rules.idstate import IdState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
+
+if TYPE_CHECKING:
+    from streamseg.track.rules.engine import RuleContext
 
 __all__ = ["LineRule"]
 
@@ -66,6 +69,19 @@ class LineRule(RuleBase):
         # Per track: (side + 1) + 4 * pending; 3 (side "2") for a track not seen yet.
         self.state = IdState(default=3)
         self.counts = {"line_in": 0, "line_out": 0}
+
+    @classmethod
+    def from_config(cls, rule: Any, context: RuleContext) -> LineRule:
+        segment, in_sign = context.line(rule.line)
+        return cls(
+            line=rule.line,
+            segment=segment,
+            in_sign=in_sign,
+            anchor=rule.anchor,
+            band=rule.band,
+            events=list(rule.events),
+            **context.common,
+        )
 
     def update(self, view: TrackView) -> list[Event]:
         idx = self.eligible(view)

@@ -8,7 +8,7 @@ hidden inside a zone and found again stays inside (no exit/enter pair).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,6 +18,9 @@ from streamseg.track.rules.idstate import IdState
 from streamseg.track.rules.membership import IN, OUT, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
+
+if TYPE_CHECKING:
+    from streamseg.track.rules.engine import RuleContext
 
 __all__ = ["CrowdingRule", "DwellRule", "ZoneRule"]
 
@@ -81,6 +84,15 @@ class ZoneRule(_ZoneTracking):
         self.initial = initial
         self.exit_on_lost = exit_on_lost
 
+    @classmethod
+    def from_config(cls, rule: Any, context: RuleContext) -> ZoneRule:
+        return cls(
+            events=list(rule.events),
+            initial=rule.initial,
+            exit_on_lost=rule.exit_on_lost,
+            **context.zone_options(rule),
+        )
+
     def update(self, view: TrackView) -> list[Event]:
         idx, prev, now_in = self._advance(view)
         events: list[Event] = []
@@ -130,6 +142,10 @@ class DwellRule(_ZoneTracking):
         self.seconds = seconds
         self.repeat = repeat
         self.fired: dict[int, float] = {}  # track id -> dwell time at the last event
+
+    @classmethod
+    def from_config(cls, rule: Any, context: RuleContext) -> DwellRule:
+        return cls(seconds=rule.seconds, repeat=rule.repeat, **context.zone_options(rule))
 
     def update(self, view: TrackView) -> list[Event]:
         idx, prev, now_in = self._advance(view)
@@ -193,6 +209,16 @@ class CrowdingRule(_ZoneTracking):
         self.crowded_since: float | None = None
         self.above_since: float | None = None
         self.last_event: float | None = None
+
+    @classmethod
+    def from_config(cls, rule: Any, context: RuleContext) -> CrowdingRule:
+        return cls(
+            max_occupancy=rule.max_occupancy,
+            clear_at=rule.clear_at,
+            min_duration=rule.min_duration,
+            events=list(rule.events),
+            **context.zone_options(rule),
+        )
 
     def update(self, view: TrackView) -> list[Event]:
         self._advance(view)

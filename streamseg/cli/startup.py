@@ -1,0 +1,145 @@
+"""Start-up checks: the mistakes ``serve`` would meet while starting, found before it starts.
+
+``environment_issues`` needs no model and opens no camera (a GPU that is
+not there, a backend that cannot run, a missing video file or V4L2 device,
+DALI not installed, a synthetic scene's bad keys); ``serve`` runs it first.
+``model_issues`` also loads the model as ``serve`` would (the weights, an
+AOT package, the classes alert rules name); ``check`` runs both. Each
+problem is a :class:`ConfigIssue` naming the pipeline.yaml field and the fix.
+
+``STARTUP_ERRORS`` are the exception types the stages raise for such a
+mistake while ``serve`` starts; each carries (or implies) its field.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streamseg.config.errors import ConfigIssue
+from streamseg.ingest.spec import SourceError, parse_source_url
+from streamseg.models.checkpoint import CheckpointError
+from streamseg.segment.backends import BackendError, backend_problems
+from streamseg.track.rules.engine import RuleError
+
+if TYPE_CHECKING:
+    from streamseg.config.cameras import CameraConfig
+    from streamseg.config.model import ModelConfig
+    from streamseg.config.pipeline import PipelineConfig
+
+__all__ = ["STARTUP_ERRORS", "environment_issues", "error_field", "model_issues"]
+
+STARTUP_ERRORS = (BackendError, CheckpointError, RuleError, SourceError)
+
+
+def error_field(exc: BaseException) -> str:
+    """The pipeline.yaml field a :data:`STARTUP_ERRORS` exception is about."""
+    if isinstance(exc, CheckpointError):
+        return "model.weights"
+    if isinstance(exc, BackendError | RuleError):
+        return exc.field
+    return "cameras"
+
+
+def _loc(field: str) -> tuple[str | int, ...]:
+    out: list[str | int] = []
+    for part in field.replace("]", "").split("."):
+        name, _, index = part.partition("[")
+        out.append(name)
+        if index:
+            out.append(int(index))
+    return tuple(out)
+
+
+def environment_issues(
+    config: PipelineConfig, cameras: list[CameraConfig] | None = None
+) -> list[ConfigIssue]:
+    """Problems of the machine and the cameras' files/devices; no model, no connection."""
+    issues = _device_issues(config.model)
+    for cam in cameras if cameras is not None else config.cameras:
+        issues += _camera_issues(cam, config.cameras.index(cam))
+    return issues
+
+
+def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
+    import torch
+
+    from streamseg.segment.segmenter import cuda_problem
+
+    device = torch.device(model.device)
+    problems = backend_problems(model.backend, device)
+    if problems:
+        hint = "; ".join(problems)
+        return [
+            ConfigIssue(
+                f"backend {model.backend!r} cannot run here", ("model", "backend"), hint=hint
+            )
+        ]
+    problem = cuda_problem(device) if device.type == "cuda" else None
+    return [ConfigIssue(problem, ("model", "device"))] if problem else []
+
+
+def _camera_issues(cam: CameraConfig, index: int) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    try:
+        spec = parse_source_url(cam.url, camera_id=None)
+        spec.check_exists(cam.id)
+        if spec.kind == "synthetic":
+            _check_scene(spec.target)
+    except SourceError as exc:
+        issues.append(ConfigIssue(str(exc), ("cameras", index, "url")))
+    if cam.decode == "dali":
+        from streamseg.ingest.dali import INSTALL_HINT, dali_available
+
+        if not dali_available():
+            issues.append(
+                ConfigIssue(
+                    "NVIDIA DALI is not installed",
+                    ("cameras", index, "decode"),
+                    hint=f"{INSTALL_HINT}; or set decode: pyav",
+                )
+            )
+    return issues
+
+
+def _check_scene(target: str) -> None:
+    from streamseg.ingest.synthetic import SyntheticScene
+
+    try:
+        SyntheticScene.from_url(target)
+    except ValueError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
+    """Load the model as ``serve`` would (no warm-up); the weights, package and rule classes.
+
+    Run it after :func:`environment_issues` found nothing about the model.
+    """
+    from streamseg.runtime.factory import resolve_weights
+    from streamseg.segment import Segmenter
+
+    model = config.model
+    try:
+        segmenter = Segmenter(**model.segmenter_options(resolve_weights(model)))
+    except STARTUP_ERRORS as exc:
+        return [ConfigIssue(str(exc), _loc(error_field(exc)))]
+    except FileNotFoundError as exc:
+        return [ConfigIssue(str(exc), ("model", "weights"))]
+    try:
+        return _class_issues(config, segmenter.class_names)
+    finally:
+        segmenter.close()
+
+
+def _class_issues(config: PipelineConfig, class_names: tuple[str, ...]) -> list[ConfigIssue]:
+    from streamseg.track.rules.base import class_ids
+
+    issues = []
+    for cid, cam in config.alerts.cameras.items():
+        for i, rule in enumerate(cam.rules):
+            try:
+                class_ids(rule.classes, class_names, f"rule {rule.name!r}")
+            except ValueError as exc:
+                loc = ("alerts", "cameras", cid, "rules", i, "classes")
+                issues.append(ConfigIssue(str(exc), loc))
+    return issues

@@ -1,0 +1,290 @@
+"""Every user mistake ``serve`` can meet while starting: exit 2, the field, the fix, no traceback.
+
+Each case runs through the real CLI twice: ``streamseg check`` (which must
+report it without opening a camera) and ``streamseg serve`` (which must stop
+with the same field named). Nothing here reaches Redis: each mistake stops
+the service before it connects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.conftest import REPO
+from tests.segment.backend_cases import write_checkpoint
+from tests.segment.conftest import SMALL
+from tests.support.servers import cli_env
+
+HAS_GPU = torch.cuda.is_available()
+SCENE = "synthetic://?seed=1&width=160&height=96&frames=4"
+SMALL_MODEL = {k: v for k, v in SMALL.items() if k != "arch"} | {"arch": "maskrcnn_small"}
+
+
+def _weights(folder: Path) -> dict[str, Path]:
+    """Weights files of every kind of wrong content, plus a good one."""
+    good = Path(write_checkpoint(folder / "good.pth", seed=1))
+    data = good.read_bytes()
+    files = {
+        "good": good,
+        "empty": folder / "empty.pth",
+        "text": folder / "text.pth",
+        "random": folder / "random.pth",
+        "truncated": folder / "truncated.pth",
+        "other_arch": Path(
+            write_checkpoint(folder / "m2f.pth", seed=1, config={"arch": "mask2former_tiny"})
+        ),
+    }
+    files["empty"].write_bytes(b"")
+    files["text"].write_text("these are not weights\n")
+    files["random"].write_bytes(os.urandom(4096))
+    files["truncated"].write_bytes(data[: len(data) // 2])
+    return files
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return _weights(tmp_path_factory.mktemp("weights"))
+
+
+def _pipeline(**sections: Any) -> dict[str, Any]:
+    """A pipeline that would serve, with ``sections`` replaced (``model`` is merged)."""
+    model = {**SMALL_MODEL, "missing_weights": "random", "hot_swap": False}
+    base: dict[str, Any] = {
+        "cameras": [{"id": "cam", "url": SCENE}],
+        "model": {**model, **sections.pop("model", {})},
+        "http": {"enabled": False},
+    }
+    return {**base, **sections}
+
+
+# (name, pipeline built from the weights files, field named, words of the fix)
+Case = tuple[str, Callable[[dict[str, Path]], dict[str, Any]], str, list[str]]
+CASES: list[Case] = [
+    (
+        "cuda_without_gpu",
+        lambda w: _pipeline(model={"device": "cuda"}),
+        "model.device",
+        ["sees no CUDA GPU", "device: cpu"],
+    ),
+    (
+        "tensorrt_without_trt_or_gpu",
+        lambda w: _pipeline(model={"device": "cuda", "backend": "tensorrt"}),
+        "model.backend",
+        ["tensorrt", "backend: inductor or aot"],
+    ),
+    (
+        "tensorrt_on_cpu",
+        lambda w: _pipeline(model={"backend": "tensorrt"}),
+        "model",
+        ["needs device 'cuda'"],
+    ),
+    (
+        "aot_package_not_a_package",
+        lambda w: _pipeline(model={"backend": "aot", "aot_package": str(w["random"])}),
+        "model.aot_package",
+        ["not a .pt2 archive", "streamseg export"],
+    ),
+    (
+        "unknown_file_url_option",
+        lambda w: _pipeline(cameras=[{"id": "cam", "url": f"{w['good']}?speed=2"}]),
+        "cameras[0].url",
+        ["unknown option 'speed'", "allowed: pace, loop"],
+    ),
+    (
+        "unknown_synthetic_url_option",
+        lambda w: _pipeline(cameras=[{"id": "cam", "url": "synthetic://?sed=1"}]),
+        "cameras[0].url",
+        ["sed"],
+    ),
+    (
+        "missing_v4l2_device",
+        lambda w: _pipeline(cameras=[{"id": "cam", "url": "v4l2:///dev/video77"}]),
+        "cameras[0].url",
+        ["/dev/video77 does not exist", "ls /dev/video"],
+    ),
+    (
+        "missing_video_file_url",
+        lambda w: _pipeline(cameras=[{"id": "cam", "url": "file:///nowhere/clip.mp4"}]),
+        "cameras[0].url",
+        ["does not exist", "fix `url`"],
+    ),
+    *[
+        (
+            f"weights_{kind}",
+            (lambda k: lambda w: _pipeline(model={"weights": str(w[k])}))(kind),
+            "model.weights",
+            [words],
+        )
+        for kind, words in [
+            ("empty", "truncated or not a PyTorch checkpoint"),
+            ("text", "cannot be loaded as 'maskrcnn_small' weights"),
+            ("random", "could not be read"),
+            ("truncated", "could not be read"),
+            ("other_arch", "holds a 'mask2former_tiny' model, not 'maskrcnn_small'"),
+        ]
+    ],
+    (
+        "alerts_for_an_unknown_camera",
+        lambda w: _pipeline(alerts={"cameras": {"gate": {"rules": []}}}),
+        "alerts.cameras.gate",
+        ["no camera has id 'gate'", "cam"],
+    ),
+    (
+        "clips_for_an_unknown_camera",
+        lambda w: _pipeline(record={"clips": {"enabled": True, "cameras": ["gate"]}}),
+        "record.clips.cameras[0]",
+        ["no camera has id 'gate'"],
+    ),
+    (
+        "clips_for_an_unknown_rule",
+        lambda w: _pipeline(record={"clips": {"enabled": True, "rules": ["doorway"]}}),
+        "record.clips.rules[0]",
+        ["no alert rule is named 'doorway'"],
+    ),
+    (
+        "rule_class_the_model_lacks",
+        lambda w: _pipeline(
+            model={"weights": str(w["good"])},
+            alerts={
+                "cameras": {
+                    "cam": {
+                        "zones": {"all": {"polygon": [[0, 0], [160, 0], [160, 96]]}},
+                        "rules": [
+                            {"name": "r", "type": "zone", "zone": "all", "classes": ["unicorn"]}
+                        ],
+                    }
+                }
+            },
+        ),
+        "alerts.cameras.cam.rules[0].classes",
+        ["unknown class 'unicorn'", "the model's classes are"],
+    ),
+    (
+        "rule_class_outside_class_names",
+        lambda w: _pipeline(
+            model={"class_names": ["__background__", "cat"]},
+            alerts={
+                "cameras": {
+                    "cam": {
+                        "zones": {"all": {"polygon": [[0, 0], [160, 0], [160, 96]]}},
+                        "rules": [{"name": "r", "type": "zone", "zone": "all", "classes": ["dog"]}],
+                    }
+                }
+            },
+        ),
+        "alerts.cameras.cam.rules[0].classes[0]",
+        ["unknown class 'dog'", "cat"],
+    ),
+]
+
+
+def _assert_usage_error(
+    proc: subprocess.CompletedProcess[str], field: str, words: list[str]
+) -> None:
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert f" {field}:" in out or f"streamseg: error: {field}:" in out, out
+    for word in words:
+        assert word in out, out
+
+
+def _skip_where_it_works(name: str) -> None:
+    if name.startswith(("cuda", "tensorrt_without")) and HAS_GPU:
+        import importlib.util
+
+        if name == "cuda_without_gpu" or importlib.util.find_spec("torch_tensorrt"):
+            pytest.skip("this machine has what the case lacks")
+
+
+# Config-file mistakes reach `serve` through the same loader as `check`: one
+# of them (tensorrt_on_cpu) runs under `serve` too, the rest only under `check`.
+_FILE_ONLY = {
+    "unknown_file_url_option",
+    "alerts_for_an_unknown_camera",
+    "clips_for_an_unknown_camera",
+    "clips_for_an_unknown_rule",
+    "rule_class_outside_class_names",
+}
+RUNS = [
+    pytest.param(command, *case, id=f"{command}-{case[0]}")
+    for case in CASES
+    for command in ("check", "serve")
+    if command == "check" or case[0] not in _FILE_ONLY
+]
+
+
+@pytest.mark.parametrize(("command", "name", "build", "field", "words"), RUNS)
+def test_startup_mistake(  # type: ignore[no-untyped-def]
+    cli,
+    tmp_path: Path,
+    weights: dict[str, Path],
+    command: str,
+    name: str,
+    build: Callable[[dict[str, Path]], dict[str, Any]],
+    field: str,
+    words: list[str],
+) -> None:
+    _skip_where_it_works(name)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(build(weights), indent=1))  # JSON is YAML
+    args = ["serve", str(path), "--no-status"] if command == "serve" else ["check", str(path)]
+    _assert_usage_error(cli(*args, timeout=600), field, words)
+
+
+def test_check_without_model_skips_the_weights(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(_pipeline(model={"weights": str(weights["text"])})))
+    assert cli("check", str(path), "--no-model").returncode == 0
+    assert cli("check", str(path)).returncode == 2
+
+
+def test_check_lists_every_startup_problem_at_once(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pipeline.yaml"
+    cameras = [
+        {"id": "a", "url": "v4l2:///dev/video77"},
+        {"id": "b", "url": "synthetic://?sed=1"},
+    ]
+    path.write_text(json.dumps(_pipeline(cameras=cameras)))
+    proc = cli("check", str(path))
+    assert proc.returncode == 2
+    assert "cameras[0].url" in proc.stderr and "cameras[1].url" in proc.stderr
+    assert "2 errors" in proc.stderr
+
+
+def _run_without_dali(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a Python where ``import nvidia.dali`` fails, as where DALI is not installed.
+
+    ``sys.modules[name] = None`` is Python's own way to make an import fail;
+    no streamseg code is replaced.
+    """
+    code = (
+        "import sys; sys.modules['nvidia.dali'] = None\n"
+        "from streamseg.cli import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=cli_env(),
+        cwd=REPO,
+    )
+
+
+@pytest.mark.parametrize("command", ["check", "serve"])
+def test_dali_not_installed(tmp_path: Path, command: str) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(_pipeline(cameras=[{"id": "cam", "url": SCENE, "decode": "dali"}])))
+    proc = _run_without_dali(command, str(path))
+    _assert_usage_error(proc, "cameras[0].decode", ["DALI is not installed", "decode: pyav"])
