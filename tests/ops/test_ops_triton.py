@@ -269,3 +269,41 @@ def test_decode_boxes_equals_cpp(gpu_device: torch.device, dtype: torch.dtype) -
     torch.testing.assert_close(got, N.decode_boxes(deltas, boxes, *args))
     torch.testing.assert_close(got, ref.decode_boxes(deltas, boxes, args[:4], args[4]))
     assert T.decode_boxes(*on(gpu_device, deltas[:0], boxes[:0]), *args).shape == (0, 5, 4)
+
+
+# --------------------------------------------------------------------------- tracing
+
+
+def test_fakes_give_shapes_without_running(gpu_device: torch.device) -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    with mode:
+        boxes = torch.empty(50, 4, device=gpu_device)
+        scores = torch.empty(50, device=gpu_device)
+        keep = T.batched_nms(boxes, scores, torch.empty(50, dtype=torch.int64), 0.5)
+        assert keep.dtype == torch.int64 and not isinstance(keep.shape[0], int)
+        feats = torch.empty(2, 8, 20, 30, dtype=torch.bfloat16, device=gpu_device)
+        pooled = T.roi_align(feats, torch.empty(7, 5, device=gpu_device), 0.25, 7, 7, 2, True)
+        assert pooled.shape == (7, 8, 7, 7) and pooled.dtype == torch.bfloat16
+        masks = torch.empty(5, 28, 28, device=gpu_device)
+        assert T.paste_masks_binary(masks, boxes[:5], 720, 1280, 1, 0.5).dtype == torch.bool
+        flags = T.rle_boundaries(torch.empty(3, 9, 7, dtype=torch.bool, device=gpu_device))
+        assert flags.shape == (3, 63)
+        deltas = torch.empty(50, 12, device=gpu_device)
+        assert T.decode_boxes(deltas, boxes, 1.0, 1.0, 1.0, 1.0, 4.0).shape == (50, 3, 4)
+
+
+def test_export_keeps_the_triton_ops(gpu_device: torch.device) -> None:
+    class Head(torch.nn.Module):
+        def forward(self, feats: torch.Tensor, rois: torch.Tensor) -> torch.Tensor:
+            pooled = T.roi_align(feats, rois, 0.5, 2, 2, 0, True)
+            return T.paste_masks(pooled.mean(1), rois[:, 1:], 12, 16, 1)
+
+    feats = torch.randn(2, 3, 10, 10, device=gpu_device)
+    rois = torch.tensor([[0.0, 0, 0, 9, 9], [1, 2, 2, 15, 12]], device=gpu_device)
+    exported = torch.export.export(Head(), (feats, rois))
+    graph = str(exported.graph)
+    assert "streamseg_triton.roi_align" in graph and "streamseg_triton.paste_masks" in graph
+    torch.testing.assert_close(exported.module()(feats, rois), Head()(feats, rois))
