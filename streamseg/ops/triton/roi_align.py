@@ -6,7 +6,9 @@ have scalar bounds; the bilinear taps follow ``ops/csrc/roi_align`` and the
 reference. The backward pass scatters each output gradient onto the taps
 with atomic adds into a buffer of the accumulation dtype (float32 for half
 and bfloat16, else the input's). Multi-level RoIAlign is the Python wrapper
-:func:`streamseg.ops.multiscale_roi_align` over this op.
+:func:`streamseg.ops.multiscale_roi_align` over this op. A RoI whose batch
+index is out of range pools zeros (the C++ kernel raises instead: checking
+on the GPU would cost a device-to-host sync per call).
 """
 
 from __future__ import annotations
