@@ -6,8 +6,10 @@
 #
 # 1. GPU tests: the Triton kernels compiled for real against the C++ kernels
 #    and the reference (tests/ops/test_ops_triton.py, the same cases CI runs in
-#    Triton's interpreter), every test marked `gpu`, and the tests that add
-#    CUDA cases when a GPU is present (preprocess on cuda, TF32 flags).
+#    Triton's interpreter), every test marked `gpu` (tests/gpu: DALI NVDEC
+#    H.264 vs PyAV, bf16/fp16 vs fp32 on cuda, cuda vs cpu, TF32 error), and
+#    the tests that add CUDA cases when a GPU is present (preprocess on cuda,
+#    TF32 flags).
 # 2. `streamseg bench ops --device cuda` (our kernels vs the reference, and
 #    vs torchvision's CUDA ops where torchvision imports).
 # 3. `streamseg bench model` for Mask R-CNN R50-FPN and Mask2Former R50 at
