@@ -17,7 +17,8 @@
 #    compiled backend that loads (inductor, tensorrt), interleaved; plus
 #    R50-FPN bf16 inductor batch 8 with the frames' host-to-device copy timed.
 # 4. `streamseg bench pipeline` on four 1080p H.264 cameras (a clip made
-#    here from the synthetic scene) decoded with `decode: dali` (NVDEC).
+#    here from the synthetic scene): model-only vs end to end on the clip,
+#    then the pipeline's cameras, `decode: dali` (NVDEC), served for 30 s.
 #
 # Every step runs even when one before it failed; OUT_DIR/report.json holds
 # each step's exit code and JSON output, OUT_DIR/*.log the raw output.
@@ -100,7 +101,8 @@ with av.open(str(out / "synthetic_1080p.mp4"), "w") as container:
     for packet in stream.encode():
         container.mux(packet)
 cameras = "".join(
-    f"  - id: cam{i}\n    url: {out.resolve() / 'synthetic_1080p.mp4'}\n    decode: dali\n"
+    f"  - id: cam{i}\n    url: {out.resolve() / 'synthetic_1080p.mp4'}\n"
+    "    decode: dali\n    loop: true\n"
     for i in range(4)
 )
 (out / "pipeline_dali.yaml").write_text(
@@ -109,7 +111,10 @@ cameras = "".join(
     "  backend: inductor\n  batch_size: 4\n"
 )
 PYEOF
-step bench_pipeline_dali "$PY" -m streamseg bench pipeline "$OUT/pipeline_dali.yaml" --seconds 0
+# The clip part (model-only vs end to end) reads the clip on 4 cameras; the
+# live part serves the pipeline's own 4 cameras, decoded with DALI, for 30 s.
+step bench_pipeline_dali "$PY" -m streamseg bench pipeline "$OUT/pipeline_dali.yaml" \
+  --clip "$OUT/synthetic_1080p.mp4" --frames 300 --cameras 4 --seconds 30
 
 # The report: every step's exit code, seconds, command and JSON output.
 "$PY" - "$OUT" <<'PYEOF'
