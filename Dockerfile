@@ -5,11 +5,13 @@
 #   docker run --gpus all -v $PWD/pipeline.yaml:/config/pipeline.yaml \
 #       -p 8080:8080 streamseg:gpu serve /config/pipeline.yaml
 #
-# The devel base keeps nvcc in the image: streamseg compiles its native kernels
-# (ops/csrc) on first use, not at image build time (no GPU there), with CUDA
-# when a GPU is visible. The build is cached in $TORCH_EXTENSIONS_DIR (default
-# ~/.cache/streamseg/torch_extensions); mount a volume there to keep it across
-# container restarts.
+# The package is built as a wheel with setup.py, so the image carries the C++
+# kernel sources (streamseg/ops/csrc) and the Triton kernels
+# (streamseg/ops/triton). The C++ CPU kernels are compiled on first use and
+# cached in $TORCH_EXTENSIONS_DIR (default ~/.cache/streamseg/torch_extensions;
+# mount a volume there to keep it across restarts); the Triton GPU kernels are
+# compiled by Triton on first use (its cache: ~/.triton). Both need a C/C++
+# compiler at run time, which the devel base has; no nvcc is used.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
 FROM ${CUDA_IMAGE}
 
@@ -40,11 +42,16 @@ RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}" \
  && pip install "${DALI_PACKAGE}" --extra-index-url https://pypi.nvidia.com
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# The wheel is built from exactly these files with the `pip wheel` line below;
+# tests/ops/test_ops_packaging.py reads both from this file and checks the
+# wheel it builds the same way carries the kernels.
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY streamseg ./streamseg
 COPY ops ./ops
-RUN pip install ".[dali,tensorrt,mask2former]" --extra-index-url https://pypi.nvidia.com \
-      --extra-index-url "${TORCH_INDEX}" \
+RUN pip wheel --no-deps --wheel-dir /tmp/dist . \
+ && pip install "$(ls /tmp/dist/streamseg-*.whl)[dali,tensorrt,mask2former]" \
+      --extra-index-url https://pypi.nvidia.com --extra-index-url "${TORCH_INDEX}" \
+ && rm -rf /tmp/dist \
  && python -c "import streamseg.cli; print('streamseg import ok')"
 
 COPY pipeline.yaml ./pipeline.yaml

@@ -1,6 +1,6 @@
 """Packaging hook: ship the native kernel sources inside the package.
 
-The kernel sources live in ``ops/csrc`` at the repository root. A wheel
+The C++ kernel sources live in ``ops/csrc`` at the repository root. A wheel
 carries a copy as ``streamseg/ops/csrc`` so that a regular (non-editable)
 install can compile them on first use; ``streamseg.ops._native`` looks
 there first, then in the source checkout. Everything else about the
@@ -15,7 +15,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 KERNELS = Path(__file__).resolve().parent / "ops" / "csrc"
-KERNEL_SUFFIXES = (".h", ".cuh", ".cpp", ".cu")
+KERNEL_SUFFIXES = (".h", ".cpp")
 
 
 class BuildPyWithKernels(build_py):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,6 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+
+# Without a GPU the Triton kernels run in Triton's interpreter (tests/ops).
+# Triton reads this when it is first imported (torch._dynamo imports it), so
+# it is set here, before any test module is collected.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from tests.support.servers import RedisServer, cli_env
 

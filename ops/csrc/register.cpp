@@ -1,6 +1,7 @@
-// The streamseg custom ops: schemas, and the CPU (and, when built with
-// STREAMSEG_WITH_CUDA, CUDA) kernels behind them. Fake (meta) kernels and
-// autograd are registered from Python (streamseg/ops/_fake.py).
+// The streamseg custom ops: schemas and the CPU kernels behind them. Fake
+// (meta) kernels and autograd are registered from Python
+// (streamseg/ops/_fake.py). CUDA tensors go to the Triton kernels in
+// streamseg/ops/triton, registered as torch.ops.streamseg_triton.
 #include <torch/library.h>
 
 #include "box_coder/box_coder.h"
@@ -40,15 +41,3 @@ TORCH_LIBRARY_IMPL(streamseg, CPU, m) {
   m.impl("decode_boxes", &streamseg::decode_boxes_cpu);
 }
 
-#ifdef STREAMSEG_WITH_CUDA
-TORCH_LIBRARY_IMPL(streamseg, CUDA, m) {
-  m.impl("nms", &streamseg::nms_cuda);
-  m.impl("batched_nms", &streamseg::batched_nms_cuda);
-  m.impl("roi_align", &streamseg::roi_align_forward_cuda);
-  m.impl("roi_align_backward", &streamseg::roi_align_backward_cuda);
-  m.impl("paste_masks", &streamseg::paste_masks_cuda);
-  m.impl("paste_masks_binary", &streamseg::paste_masks_binary_cuda);
-  m.impl("mask_to_rle", &streamseg::mask_to_rle_cuda);
-  m.impl("decode_boxes", &streamseg::decode_boxes_cuda);
-}
-#endif

@@ -1,10 +1,13 @@
 """``streamseg bench ops``: native kernels vs the PyTorch reference, as JSON.
 
-Prints one JSON object: per op ``native_ms``, ``reference_ms`` (medians) and
-``ratio`` (reference / native; goal >= 5), with the workload's parameters,
+Prints one JSON object: per op ``native_ms``, ``reference_ms`` (medians),
+``native_samples``/``reference_samples`` (calls timed) and ``ratio``
+(reference / native; goal >= 5), with the workload's parameters,
 plus the thread count and how the native library loaded. Where torchvision
 works (CUDA machines), ``torchvision_ms`` and ``torchvision_over_native``
-too. ``--device cuda`` times the CUDA kernels. Exit codes: 0 done,
+too. ``--device cuda`` times the Triton kernels. Thresholded pastes may
+differ on a fraction ``binary_paste_mismatch_allowed`` of pixels (as in the
+tests); everything else must agree to float tolerance or exactly. Exit codes: 0 done,
 1 the native kernels are missing or disagree with the reference, 2 bad
 arguments.
 """
@@ -26,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
         default="cpu",
-        help="cpu, cuda or cuda:N (on cuda the native path is the CUDA kernels)",
+        help="cpu, cuda or cuda:N (on cuda the native path is the Triton kernels)",
     )
     parser.epilog = "exit codes: 0 done, 1 native missing or wrong, 2 bad arguments"
 

@@ -1,12 +1,15 @@
 """Post-processing ops (NMS, RoIAlign, mask paste, RLE, box coding).
 
-Each public function runs the native kernel built from ``ops/csrc`` when it
-loaded, else the pure-PyTorch reference in :mod:`streamseg.ops.reference`.
+Each public function runs a native kernel when one serves its tensors (the
+C++ kernels built from ``ops/csrc`` for CPU tensors, the Triton kernels of
+:mod:`streamseg.ops.triton` for CUDA tensors), else the pure-PyTorch
+reference in :mod:`streamseg.ops.reference`.
 Semantics follow torchvision's ops exactly (see ``docs/ops.md``). Boxes are
 ``xyxy`` in pixels with exclusive ``x2``/``y2``; areas have no ``+1``.
 
-Importing this package compiles and loads nothing: the native library is
-built (or found in the cache) on the first call that can use it.
+Importing this package compiles and loads nothing: the C++ library is
+built (or found in the cache), and the Triton kernels imported, on the
+first call that can use them.
 
 Example::
 
@@ -52,9 +55,15 @@ _FLOAT = (torch.float32, torch.float64)
 _ANY_FLOAT = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def _use_native(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> bool:
-    """Native kernel for ``t``'s device and dtype, else the reference."""
-    return t.dtype in dtypes and _native.enabled(t.device.type)
+def _kernels(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> Any:
+    """The native op namespace for ``t``'s device and dtype, else ``None`` (reference).
+
+    ``torch.ops.streamseg`` (C++) serves CPU tensors, ``torch.ops.streamseg_triton``
+    (Triton) CUDA tensors; both take the same arguments.
+    """
+    if t.dtype not in dtypes or not _native.enabled(t.device.type):
+        return None
+    return torch.ops.streamseg_triton if t.device.type == "cuda" else torch.ops.streamseg
 
 
 def _check(cond: bool, message: str) -> None:
@@ -93,8 +102,9 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
         scores keep input order).
     """
     _check_scores(boxes, scores)
-    if boxes.dtype == scores.dtype and _use_native(boxes):
-        return torch.ops.streamseg.nms(boxes, scores, float(iou_threshold))
+    kernels = _kernels(boxes) if boxes.dtype == scores.dtype else None
+    if kernels is not None:
+        return kernels.nms(boxes, scores, float(iou_threshold))
     return _ref.nms(boxes, scores, float(iou_threshold))
 
 
@@ -113,8 +123,9 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
     """
     _check_scores(boxes, scores)
     _check(idxs.shape == scores.shape, f"idxs must be (N,), got shape {tuple(idxs.shape)}")
-    if boxes.dtype == scores.dtype and _use_native(boxes):
-        return torch.ops.streamseg.batched_nms(boxes, scores, idxs, float(iou_threshold))
+    kernels = _kernels(boxes) if boxes.dtype == scores.dtype else None
+    if kernels is not None and idxs.device == boxes.device:
+        return kernels.batched_nms(boxes, scores, idxs, float(iou_threshold))
     return _ref.batched_nms(boxes, scores, idxs, float(iou_threshold))
 
 
@@ -155,8 +166,9 @@ def _roi_align(
     sampling_ratio: int,
     aligned: bool,
 ) -> Tensor:
-    if _use_native(input, _ANY_FLOAT) and rois.device == input.device:
-        return torch.ops.streamseg.roi_align(
+    kernels = _kernels(input, _ANY_FLOAT)
+    if kernels is not None and rois.device == input.device:
+        return kernels.roi_align(
             input, rois.detach(), scale, size[0], size[1], sampling_ratio, bool(aligned)
         )
     return _ref.roi_align(input, rois, size, scale, sampling_ratio, aligned)
@@ -232,9 +244,10 @@ def decode_boxes(
         deltas.dim() == 2 and deltas.shape[0] == boxes.shape[0] and deltas.shape[1] % 4 == 0,
         f"deltas must be (N, 4k) with N = {boxes.shape[0]}, got shape {tuple(deltas.shape)}",
     )
-    if _use_native(deltas) and boxes.device == deltas.device:
+    kernels = _kernels(deltas)
+    if kernels is not None and boxes.device == deltas.device:
         wx, wy, ww, wh = (float(w) for w in weights)
-        return torch.ops.streamseg.decode_boxes(deltas, boxes, wx, wy, ww, wh, float(clamp))
+        return kernels.decode_boxes(deltas, boxes, wx, wy, ww, wh, float(clamp))
     return _ref.decode_boxes(deltas, boxes, weights, float(clamp))
 
 
@@ -284,8 +297,9 @@ def paste_masks(
         them (e.g. ``> 0.5``) for bool masks.
     """
     h, w = _check_paste(masks, boxes, image_size)
-    if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
-        return torch.ops.streamseg.paste_masks(masks, boxes, h, w, int(padding))
+    kernels = _kernels(masks, _ANY_FLOAT)
+    if kernels is not None and boxes.device == masks.device:
+        return kernels.paste_masks(masks, boxes, h, w, int(padding))
     return _ref.paste_masks(masks, boxes, (h, w), int(padding))
 
 
@@ -312,10 +326,9 @@ def paste_masks_binary(
         ``(N, h, w)`` bool.
     """
     h, w = _check_paste(masks, boxes, image_size)
-    if _use_native(masks, _ANY_FLOAT) and boxes.device == masks.device:
-        return torch.ops.streamseg.paste_masks_binary(
-            masks, boxes, h, w, int(padding), float(threshold)
-        )
+    kernels = _kernels(masks, _ANY_FLOAT)
+    if kernels is not None and boxes.device == masks.device:
+        return kernels.paste_masks_binary(masks, boxes, h, w, int(padding), float(threshold))
     return _ref.paste_masks_binary(masks, boxes, (h, w), float(threshold), int(padding))
 
 
@@ -325,8 +338,14 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     ``counts`` equals ``pycocotools.mask.encode``'s (as ``str``).
     """
     _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
-    if masks.shape[0] > 0 and _use_native(masks, (torch.bool, torch.uint8)):
-        chars, lengths = torch.ops.streamseg.mask_to_rle(masks)
+    kernels = _kernels(masks, (torch.bool, torch.uint8)) if masks.shape[0] > 0 else None
+    if kernels is not None and masks.device.type == "cuda":
+        from streamseg.ops.triton import rle as gpu_rle
+
+        # Run boundaries and lengths on the device; only the runs cross to the host.
+        return gpu_rle.masks_to_rle(masks)
+    if kernels is not None:
+        chars, lengths = kernels.mask_to_rle(masks)
         text = chars.numpy().tobytes().decode("ascii")
         size = [int(masks.shape[1]), int(masks.shape[2])]
         out = []

@@ -1,17 +1,20 @@
-"""Build, cache and load the native kernels in ``ops/csrc``.
+"""Find the native kernels: C++ for the CPU (built here), Triton for CUDA.
 
-The kernels are compiled on first use with ``torch.utils.cpp_extension.load``
-(ninja, the system C++ compiler and, where ``torch.cuda.is_available()``,
-nvcc) into ``$TORCH_EXTENSIONS_DIR`` or ``~/.cache/streamseg/torch_extensions``,
-one folder per torch version, Python version, flavour (``cpu`` or
-``cuda``) and source tree (two checkouts never rebuild each other's
-library). Later processes find the library there and only load it.
+The C++ kernels in ``ops/csrc`` are compiled on first use with
+``torch.utils.cpp_extension.load`` (ninja and the system C++ compiler) into
+``$TORCH_EXTENSIONS_DIR`` or ``~/.cache/streamseg/torch_extensions``, one
+folder per torch version, Python version and source tree (two checkouts
+never rebuild each other's library). Later processes find the library there
+and only load it. CUDA tensors go to the Triton kernels of
+:mod:`streamseg.ops.triton`, which need the ``triton`` package (it comes
+with every CUDA build of torch) and no compiler of ours.
 
 ``STREAMSEG_OPS`` chooses the path:
 
-* unset or ``auto``: native when it builds, else the PyTorch reference, with
-  one warning (logger ``streamseg.ops``) saying why and how to fix it;
-* ``reference``: always the reference, nothing is built;
+* unset or ``auto``: native when it loads, else the PyTorch reference, with
+  one warning per device type (logger ``streamseg.ops``) saying why and how
+  to fix it;
+* ``reference``: always the reference, nothing is built or imported;
 * ``native``: native or an error (:class:`NativeOpsError`), for CI and
   deployments that must not silently run slow.
 
@@ -39,6 +42,7 @@ __all__ = [
     "cache_dir",
     "enabled",
     "load",
+    "load_gpu",
     "mode",
     "sources",
     "sources_dir",
@@ -61,6 +65,8 @@ class _State:
     devices: frozenset[str] = frozenset()
     library: Path | None = None
     error: str | None = None
+    gpu_tried: bool = False
+    gpu_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -88,15 +94,10 @@ def sources_dir() -> Path:
     return here.parents[1] / "ops" / "csrc"
 
 
-def sources(with_cuda: bool) -> list[Path]:
-    """The C++ (and CUDA) source files, ``register.cpp`` first."""
+def sources() -> list[Path]:
+    """The C++ source files, ``register.cpp`` first."""
     root = sources_dir()
-    files = [root / "register.cpp"]
-    for op in _OPS:
-        files.append(root / op / f"{op}_cpu.cpp")
-        if with_cuda:
-            files.append(root / op / f"{op}_cuda.cu")
-    return files
+    return [root / "register.cpp", *(root / op / f"{op}_cpu.cpp" for op in _OPS)]
 
 
 def cache_dir() -> Path:
@@ -107,43 +108,40 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "streamseg" / "torch_extensions"
 
 
-def _build_dir(flavour: str) -> Path:
+def _build_dir() -> Path:
     version = torch.__version__.replace("+", "_")
     py = f"py{sys.version_info.major}{sys.version_info.minor}"
     # The build arguments name the source folder, and torch rebuilds when they
     # change: one folder per source tree keeps checkouts from thrashing.
     tree = hashlib.sha1(str(sources_dir()).encode()).hexdigest()[:8]
-    return cache_dir() / f"streamseg_ops-torch{version}-{py}-{flavour}-{tree}"
+    return cache_dir() / f"streamseg_ops-torch{version}-{py}-cpu-{tree}"
 
 
-def _compile(with_cuda: bool, verbose: bool) -> Path:
+def _compile(verbose: bool) -> Path:
     """Compile (or find up to date in the cache) and load the library."""
     from torch.utils import cpp_extension
 
-    files = sources(with_cuda)
+    files = sources()
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(
             f"native sources missing: {', '.join(missing)} (reinstall streamseg: its wheel "
             f"ships them as streamseg/ops/csrc; or run it from a checkout that has ops/csrc)"
         )
-    flavour = "cuda" if with_cuda else "cpu"
-    build = _build_dir(flavour)
+    build = _build_dir()
     build.mkdir(parents=True, exist_ok=True)
-    defines = ["-DSTREAMSEG_WITH_CUDA"] if with_cuda else []
     with _exclusive(build):
         cpp_extension.load(
-            name=f"streamseg_ops_{flavour}",
+            name="streamseg_ops_cpu",
             sources=[str(f) for f in files],
-            extra_cflags=["-O3", *defines],
-            extra_cuda_cflags=["-O3", "--expt-relaxed-constexpr", *defines],
+            extra_cflags=["-O3"],
             extra_include_paths=[str(sources_dir())],
             build_directory=str(build),
-            with_cuda=with_cuda,
+            with_cuda=False,
             is_python_module=False,
             verbose=verbose,
         )
-    return build / f"streamseg_ops_{flavour}.so"
+    return build / "streamseg_ops_cpu.so"
 
 
 @contextlib.contextmanager
@@ -171,34 +169,63 @@ def _exclusive(build: Path) -> Iterator[None]:
 
 
 def _try_load(verbose: bool) -> None:
-    """Load once; record the devices served or the reason it failed."""
-    want_cuda = torch.cuda.is_available()
-    attempts = [True, False] if want_cuda else [False]
-    errors = []
-    for with_cuda in attempts:
-        flavour = "CUDA" if with_cuda else "CPU"
-        built = _build_dir(flavour.lower()) / f"streamseg_ops_{flavour.lower()}.so"
-        if not built.is_file():
-            _log.info("ops: compiling the native %s kernels (first use; a minute or so)", flavour)
-        start = time.perf_counter()
-        try:
-            _STATE.library = _compile(with_cuda, verbose)
-        except Exception as exc:  # any compiler/linker/loader failure means "no native"
-            errors.append(f"{flavour} build: {exc}")
-            continue
-        _log.info("ops: native %s kernels ready (%.1f s)", flavour, time.perf_counter() - start)
-        from streamseg.ops import _fake
-
-        _fake.register()
-        _STATE.devices = frozenset({"cpu", "cuda"} if with_cuda else {"cpu"})
-        if errors:
-            _log.warning("streamseg native ops: CUDA kernels failed to build; %s", errors[0])
+    """Load the C++ kernels once; record success or the reason it failed."""
+    if not (_build_dir() / "streamseg_ops_cpu.so").is_file():
+        _log.info("ops: compiling the native CPU kernels (first use; a minute or so)")
+    start = time.perf_counter()
+    try:
+        _STATE.library = _compile(verbose)
+    except Exception as exc:  # any compiler/linker/loader failure means "no native"
+        _STATE.error = f"CPU build: {exc}"
         return
-    _STATE.error = "; ".join(errors)
+    _log.info("ops: native CPU kernels ready (%.1f s)", time.perf_counter() - start)
+    from streamseg.ops import _fake
+
+    _fake.register()
+    _STATE.devices = _STATE.devices | {"cpu"}
+
+
+def _try_load_gpu() -> None:
+    """Import the Triton kernels once; record success or the reason it failed."""
+    try:
+        from streamseg.ops import triton as gpu_kernels
+
+        gpu_kernels.load()
+    except ImportError as exc:
+        _STATE.gpu_error = f"Triton kernels: {exc} (pip install triton)"
+        return
+    _STATE.devices = _STATE.devices | {"cuda"}
+
+
+def load_gpu() -> bool:
+    """Whether the Triton kernels serve CUDA tensors (imports them on first call).
+
+    Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
+    cannot load; in ``auto`` mode a failure is logged once as a warning.
+    """
+    current = mode()
+    if current == "reference":
+        return False
+    with _STATE.lock:
+        if not _STATE.gpu_tried:
+            _STATE.gpu_tried = True
+            _try_load_gpu()
+            if _STATE.gpu_error is not None and current == "auto":
+                _log.warning(
+                    "streamseg GPU kernels unavailable, using the PyTorch reference on CUDA "
+                    "(slower). Reason: %s. Set %s=reference to silence this warning.",
+                    _STATE.gpu_error,
+                    ENV_VAR,
+                )
+    if _STATE.gpu_error is not None and current == "native":
+        raise NativeOpsError(
+            f"{ENV_VAR}=native but the GPU kernels could not load: {_STATE.gpu_error}"
+        )
+    return _STATE.gpu_error is None
 
 
 def load(verbose: bool = False) -> frozenset[str]:
-    """Build/load the native ops once; the device types they serve (empty: none).
+    """Build/load the C++ ops once; the device types served so far (empty: none).
 
     Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
     cannot load. In ``auto`` mode a failure is logged once as a warning.
@@ -218,7 +245,7 @@ def load(verbose: bool = False) -> frozenset[str]:
                     _STATE.error,
                     ENV_VAR,
                 )
-    if _STATE.error is not None and not _STATE.devices and current == "native":
+    if _STATE.error is not None and current == "native":
         raise NativeOpsError(
             f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
         )
@@ -227,11 +254,14 @@ def load(verbose: bool = False) -> frozenset[str]:
 
 @torch.compiler.assume_constant_result
 def enabled(device_type: str) -> bool:
-    """Whether the native kernels serve tensors on ``device_type`` (loads on first call).
+    """Whether native kernels serve tensors on ``device_type`` (loads on first call):
+    C++ for ``cpu``, Triton for ``cuda``.
 
     ``torch.compile`` evaluates this once while tracing and keeps the answer.
     """
-    return device_type in load()
+    if device_type == "cuda":
+        return load_gpu()
+    return device_type == "cpu" and "cpu" in load()
 
 
 def status() -> dict[str, object]:
@@ -241,4 +271,5 @@ def status() -> dict[str, object]:
         "devices": sorted(_STATE.devices),
         "library": str(_STATE.library) if _STATE.library else None,
         "error": _STATE.error,
+        "gpu_error": _STATE.gpu_error,
     }

@@ -28,6 +28,21 @@ def test_bench_ops_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
     for name, entry in report["ops"].items():
         assert entry["native_ms"] > 0 and entry["reference_ms"] > 0, name
         assert entry["ratio"] == pytest.approx(entry["reference_ms"] / entry["native_ms"], 0.02)
+        assert 1 <= entry["native_samples"] <= 2 and 1 <= entry["reference_samples"] <= 2, name
+    assert report["binary_paste_mismatch_allowed"] == 1e-4
+
+
+def test_bench_ops_binary_paste_tolerance_is_the_tests() -> None:
+    from streamseg.ops.bench import BINARY_MISMATCH, _same_pixels
+
+    a = torch.zeros(1, 100, 100, dtype=torch.bool)
+    b = a.clone()
+    assert _same_pixels(a, b) and _same_pixels(a[:0], b[:0])
+    b[0, 0, 0] = True  # 1e-4 of the pixels: at the limit, not under it
+    assert not _same_pixels(a, b) and BINARY_MISMATCH == 1e-4
+    # The same one pixel in twice the frame: under the limit.
+    assert _same_pixels(a.repeat(1, 2, 1), b.repeat(1, 2, 1) & (torch.arange(200) < 100)[:, None])
+    assert not _same_pixels(a, b[:, :50])
 
 
 def test_bench_ops_workloads_are_the_issue_cases() -> None:

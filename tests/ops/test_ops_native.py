@@ -236,7 +236,7 @@ def test_decode_native_equals_reference_and_brute(dtype: torch.dtype) -> None:
 
 def test_a_build_killed_midway_does_not_hang_the_next_start(tmp_path: Path) -> None:
     """torch's ``lock`` file left by a killed builder is cleared, not waited on forever."""
-    built = _native._build_dir("cpu")
+    built = _native._build_dir()
     cache = tmp_path / "cache"
     shutil.copytree(built, cache / built.name)  # up to date: only a load, no compile
     (cache / built.name / "lock").write_text("")

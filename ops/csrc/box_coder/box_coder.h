@@ -16,38 +16,22 @@ at::Tensor decode_boxes_cpu(
     const at::Tensor& deltas, const at::Tensor& boxes, double wx, double wy, double ww,
     double wh, double clamp);
 
-#ifdef STREAMSEG_WITH_CUDA
-at::Tensor decode_boxes_cuda(
-    const at::Tensor& deltas, const at::Tensor& boxes, double wx, double wy, double ww,
-    double wh, double clamp);
-#endif
-
-#if defined(__CUDACC__)
-#define STREAMSEG_BOX_HD __host__ __device__ inline
-#else
-#define STREAMSEG_BOX_HD inline
-#endif
-
 template <typename T>
 struct DecodeParams {
   T wx, wy, ww, wh, clamp;
 };
 
-// exp in T's own precision (std::exp's float overload on the host; a bare
-// exp(float) there would be C's double exp).
+// exp in T's own precision (std::exp's float overload; a bare exp(float)
+// would be C's double exp).
 template <typename T>
-STREAMSEG_BOX_HD T exp_of(T x) {
-#if defined(__CUDA_ARCH__)
-  return exp(x);
-#else
+inline T exp_of(T x) {
   return std::exp(x);
-#endif
 }
 
 // Decode one (dx, dy, dw, dh) against one box, with the reference's
 // operation order.
 template <typename T>
-STREAMSEG_BOX_HD void decode_one(const T* box, const T* d, const DecodeParams<T>& p, T* out) {
+inline void decode_one(const T* box, const T* d, const DecodeParams<T>& p, T* out) {
   const T width = box[2] - box[0];
   const T height = box[3] - box[1];
   const T ctr_x = box[0] + T(0.5) * width;

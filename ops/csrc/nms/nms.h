@@ -15,11 +15,4 @@ at::Tensor batched_nms_cpu(
     const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
     double iou_threshold);
 
-#ifdef STREAMSEG_WITH_CUDA
-at::Tensor nms_cuda(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold);
-at::Tensor batched_nms_cuda(
-    const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-    double iou_threshold);
-#endif
-
 }  // namespace streamseg

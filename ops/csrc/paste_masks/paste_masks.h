@@ -29,7 +29,7 @@ at::Tensor paste_masks_binary_cpu(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding, double threshold);
 
-// Shapes and sizes every paste entry point accepts (CPU and CUDA).
+// Shapes and sizes every paste entry point accepts.
 inline void check_paste_args(
     const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
     int64_t padding) {
@@ -42,25 +42,10 @@ inline void check_paste_args(
   TORCH_CHECK(padding >= 0 && height >= 0 && width >= 0, "padding and frame size must be >= 0");
 }
 
-#ifdef STREAMSEG_WITH_CUDA
-at::Tensor paste_masks_cuda(
-    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
-    int64_t padding);
-at::Tensor paste_masks_binary_cuda(
-    const at::Tensor& masks, const at::Tensor& boxes, int64_t height, int64_t width,
-    int64_t padding, double threshold);
-#endif
-
-#if defined(__CUDACC__)
-#define STREAMSEG_PASTE_HD __host__ __device__ inline
-#else
-#define STREAMSEG_PASTE_HD inline
-#endif
-
 // The integer box (x0, y0, x1, y1), inclusive, the padded mask covers.
 // Returns false for a box with non-finite coordinates (nothing is pasted).
 template <typename T>
-STREAMSEG_PASTE_HD bool paste_box(const T* box, T scale, int64_t* out) {
+inline bool paste_box(const T* box, T scale, int64_t* out) {
   const T half_w = (box[2] - box[0]) * T(0.5) * scale;
   const T half_h = (box[3] - box[1]) * T(0.5) * scale;
   const T cx = (box[2] + box[0]) * T(0.5);
@@ -85,7 +70,7 @@ struct ResizeTap {
 };
 
 template <typename T>
-STREAMSEG_PASTE_HD ResizeTap<T> resize_tap(int64_t dst, int64_t in_size, int64_t out_size) {
+inline ResizeTap<T> resize_tap(int64_t dst, int64_t in_size, int64_t out_size) {
   const T scale = static_cast<T>(in_size) / static_cast<T>(out_size);
   T src = scale * (static_cast<T>(dst) + T(0.5)) - T(0.5);
   if (src < T(0)) src = T(0);

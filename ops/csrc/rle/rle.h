@@ -19,10 +19,6 @@ namespace streamseg {
 
 std::tuple<at::Tensor, at::Tensor> mask_to_rle_cpu(const at::Tensor& masks);
 
-#ifdef STREAMSEG_WITH_CUDA
-std::tuple<at::Tensor, at::Tensor> mask_to_rle_cuda(const at::Tensor& masks);
-#endif
-
 // Append the COCO string of run lengths `counts` to `out`.
 inline void append_coco_string(const std::vector<int64_t>& counts, std::string& out) {
   for (size_t i = 0; i < counts.size(); ++i) {

@@ -23,24 +23,8 @@ at::Tensor roi_align_backward_cpu(
     int64_t pooled_height, int64_t pooled_width, int64_t batch_size, int64_t channels,
     int64_t height, int64_t width, int64_t sampling_ratio, bool aligned);
 
-#ifdef STREAMSEG_WITH_CUDA
-at::Tensor roi_align_forward_cuda(
-    const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-    int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio, bool aligned);
-at::Tensor roi_align_backward_cuda(
-    const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
-    int64_t pooled_height, int64_t pooled_width, int64_t batch_size, int64_t channels,
-    int64_t height, int64_t width, int64_t sampling_ratio, bool aligned);
-#endif
-
-#if defined(__CUDACC__)
-#define STREAMSEG_HD __host__ __device__ inline
-#else
-#define STREAMSEG_HD inline
-#endif
-
 // Where one RoI's bins start, their size and the sample grid (shared by the
-// CPU and CUDA kernels so both follow the same rules).
+// forward and backward kernels so both follow the same rules).
 template <typename T>
 struct RoiGeometry {
   T start_y, start_x, bin_h, bin_w;
@@ -49,7 +33,7 @@ struct RoiGeometry {
 };
 
 template <typename T>
-STREAMSEG_HD RoiGeometry<T> roi_geometry(
+inline RoiGeometry<T> roi_geometry(
     const T* roi, T scale, int64_t ph, int64_t pw, int64_t sampling_ratio, bool aligned) {
   const T offset = aligned ? T(0.5) : T(0);
   RoiGeometry<T> g;
@@ -79,7 +63,7 @@ struct AxisTap {
 };
 
 template <typename T>
-STREAMSEG_HD AxisTap<T> axis_tap(T coord, int64_t size) {
+inline AxisTap<T> axis_tap(T coord, int64_t size) {
   AxisTap<T> t{0, 0, T(0), T(0)};
   if (coord < T(-1) || coord > static_cast<T>(size)) return t;
   if (coord < T(0)) coord = T(0);
@@ -100,7 +84,7 @@ STREAMSEG_HD AxisTap<T> axis_tap(T coord, int64_t size) {
 
 // Sample i of bin p along an axis.
 template <typename T>
-STREAMSEG_HD T sample_coord(T start, T bin, int64_t p, int64_t i, int64_t grid) {
+inline T sample_coord(T start, T bin, int64_t p, int64_t i, int64_t grid) {
   const T g = static_cast<T>(grid > 1 ? grid : 1);
   return (start + static_cast<T>(p) * bin) + (static_cast<T>(i) + T(0.5)) * bin / g;
 }
