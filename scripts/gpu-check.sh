@@ -86,7 +86,7 @@ from pathlib import Path
 
 import av
 
-from streamseg.ingest.synthetic import SyntheticScene
+from streamseg.synthetic.scene import SyntheticScene
 
 out = Path(sys.argv[1])
 scene = SyntheticScene(seed=1, height=1080, width=1920)

@@ -102,7 +102,7 @@ def _camera_issues(cam: CameraConfig, index: int) -> list[ConfigIssue]:
 
 
 def _check_scene(target: str) -> None:
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     try:
         SyntheticScene.from_url(target)

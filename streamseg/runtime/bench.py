@@ -36,8 +36,7 @@ import torch
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.redis import RedisConfig
-from streamseg.publish.sinks import build_sinks
-from streamseg.runtime.factory import build_encoder, build_tracker, open_camera
+from streamseg.runtime.factory import build_pipeline, decode_device, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
 from streamseg.types import Frame, FrameBatch
@@ -111,31 +110,25 @@ def model_only_fps(
 ) -> BenchResult:
     """Time ``segment`` over in-memory frames in batches of ``batch_size``."""
     frames = [Frame("bench", i, None, 0.0, img) for i, img in enumerate(images)]
+    device = torch.device(getattr(segmenter, "device", "cpu"))
+    _synchronize(device)
     t0 = time.perf_counter()
     for start in range(0, len(frames), batch_size):
         segmenter.segment(FrameBatch(tuple(frames[start : start + batch_size])))
+    _synchronize(device)  # kernels still queued on a GPU belong to this run
     return BenchResult(len(frames), time.perf_counter() - t0, [])
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _pipeline(
     config: PipelineConfig, segmenter: SegmenterLike, sources: dict[str, SourceLike]
 ) -> Pipeline:
     """The pipeline ``serve`` would run, on ``sources``, with every latency kept."""
-    class_names = tuple(segmenter.class_names)
-    m, rt = config.model, config.runtime
-    pipeline = Pipeline(
-        sources=sources,
-        segmenter=segmenter,
-        tracker=build_tracker(config, class_names),
-        encoder=build_encoder(config, class_names),
-        sinks=build_sinks(config),
-        batch_size=m.batch_size,
-        max_wait=m.max_wait_ms / 1000,
-        camera_queue=rt.camera_queue,
-        results_queue=rt.results_queue,
-        publish_queue=rt.publish_queue,
-        drain_timeout=rt.drain_timeout,
-    )
+    pipeline = build_pipeline(config, segmenter=segmenter, sources=sources)
     pipeline.stats.keep_all_latencies = True
     return pipeline
 
@@ -144,10 +137,14 @@ def run_end_to_end(
     config: PipelineConfig, segmenter: SegmenterLike, clip: Path, cameras: int = 1
 ) -> BenchResult:
     """Run the whole pipeline on ``clip`` (``cameras`` file sources) until it ends."""
-    sources = {}
-    for k in range(cameras):
-        cam = CameraConfig(id=f"bench{k}", url=str(clip), live=False)
-        sources[cam.id] = open_camera(cam)
+    # The clip is decoded as the pipeline's first camera would decode it.
+    decode = config.cameras[0].decode if config.cameras else "pyav"
+    cams = [
+        CameraConfig(id=f"bench{k}", url=str(clip), live=False, decode=decode)
+        for k in range(cameras)
+    ]
+    device = decode_device(config, cams)
+    sources = {cam.id: open_camera(cam, device=device) for cam in cams}
     pipeline = _pipeline(config, segmenter, sources)
     t0 = time.monotonic()
     pipeline.start()
@@ -157,7 +154,7 @@ def run_end_to_end(
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
-    return BenchResult(published, end - t0, list(stats._all_latency))
+    return BenchResult(published, end - t0, stats.all_latencies())
 
 
 def run_live(
@@ -172,7 +169,8 @@ def run_live(
     1.0 = keeps up), ``dropped`` by reason, and glass-to-event latency
     (frame read to Redis acknowledgement) percentiles in ms.
     """
-    sources = {cam.id: open_camera(cam) for cam in config.cameras}
+    device = decode_device(config)  # DALI cameras decode on the model's device, as in serve
+    sources = {cam.id: open_camera(cam, device=device) for cam in config.cameras}
     pipeline = _pipeline(config, segmenter, sources)
     stats = pipeline.stats
     pipeline.start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.model import ModelConfig
@@ -17,13 +17,21 @@ from streamseg.config.pipeline import PipelineConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.redact import redact_url
 from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.types import Event
+
+if TYPE_CHECKING:
+    from streamseg.runtime.pipeline import Pipeline
+    from streamseg.telemetry.metrics import PipelineMetrics
+    from streamseg.telemetry.tracing import FrameTracer
 
 __all__ = [
     "build_clip_hook",
     "build_encoder",
+    "build_pipeline",
     "build_segmenter",
     "build_swap_controller",
     "build_tracker",
+    "decode_device",
     "open_camera",
     "source_options",
 ]
@@ -57,6 +65,16 @@ def source_options(
     if on_packet is not None:
         options["on_packet"] = on_packet
     return options
+
+
+def decode_device(config: PipelineConfig, cameras: Sequence[CameraConfig] | None = None) -> str:
+    """Where cameras leave decoded frames: the model's device when any camera decodes with DALI.
+
+    DALI decodes H.264 with NVDEC straight into GPU memory; PyAV cameras
+    always decode on the CPU and ignore this.
+    """
+    cams = config.cameras if cameras is None else cameras
+    return config.model.device if any(c.decode == "dali" for c in cams) else "cpu"
 
 
 def open_camera(
@@ -149,3 +167,43 @@ def build_clip_hook(config: PipelineConfig) -> Any:
 def build_encoder(config: PipelineConfig, class_names: Sequence[str]) -> MessageEncoder:
     """The messages' encoder; the sinks come from ``streamseg.publish.sinks.build_sinks``."""
     return MessageEncoder(arch=config.model.arch, class_names=class_names)
+
+
+def build_pipeline(
+    config: PipelineConfig,
+    *,
+    segmenter: SegmenterLike,
+    sources: dict[str, SourceLike],
+    metrics: PipelineMetrics | None = None,
+    tracer: FrameTracer | None = None,
+    between_batches: Callable[[SegmenterLike], object] | None = None,
+    on_events: Callable[[list[Event]], None] | None = None,
+) -> Pipeline:
+    """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
+
+    ``serve`` (``Service``) and the benchmarks both build theirs here, so a
+    benchmark measures exactly what ``serve`` runs; they differ only in the
+    sources, the telemetry and the hooks passed in.
+    """
+    from streamseg.publish.sinks import build_sinks
+    from streamseg.runtime.pipeline import Pipeline
+
+    class_names = tuple(segmenter.class_names)
+    m, rt = config.model, config.runtime
+    return Pipeline(
+        sources=sources,
+        segmenter=segmenter,
+        tracker=build_tracker(config, class_names),
+        encoder=build_encoder(config, class_names),
+        sinks=build_sinks(config),
+        batch_size=m.batch_size,
+        max_wait=m.max_wait_ms / 1000,
+        camera_queue=rt.camera_queue,
+        results_queue=rt.results_queue,
+        publish_queue=rt.publish_queue,
+        drain_timeout=rt.drain_timeout,
+        metrics=metrics,
+        tracer=tracer,
+        between_batches=between_batches,
+        on_events=on_events,
+    )

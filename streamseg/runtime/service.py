@@ -18,13 +18,12 @@ from typing import Any, TextIO
 
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.publish.sinks import build_sinks
 from streamseg.runtime.factory import (
     build_clip_hook,
-    build_encoder,
+    build_pipeline,
     build_segmenter,
     build_swap_controller,
-    build_tracker,
+    decode_device,
     open_camera,
 )
 from streamseg.runtime.pipeline import Pipeline
@@ -126,30 +125,21 @@ class Service:
         if self._stop.is_set():
             segmenter.close()
             return None
-        class_names = tuple(segmenter.class_names)
         metrics = PipelineMetrics(telemetry.meter)
         swap = build_swap_controller(
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
         clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
-        device = model.device if any(c.decode == "dali" for c in self.cameras) else "cpu"
+        device = decode_device(self.config, self.cameras)
         on_packet = clips.on_packet if clips is not None else None
         sources = {
             cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
         }
-        self.pipeline = Pipeline(
-            sources=sources,
+        self.pipeline = build_pipeline(
+            self.config,
             segmenter=segmenter,
-            tracker=build_tracker(self.config, class_names),
-            encoder=build_encoder(self.config, class_names),
-            sinks=build_sinks(self.config),
-            batch_size=model.batch_size,
-            max_wait=model.max_wait_ms / 1000,
-            camera_queue=rt.camera_queue,
-            results_queue=rt.results_queue,
-            publish_queue=rt.publish_queue,
-            drain_timeout=rt.drain_timeout,
+            sources=sources,
             metrics=metrics,
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
             between_batches=swap.apply_pending if swap is not None else None,

@@ -96,6 +96,11 @@ class PipelineStats:
         with self._lock:
             return list(self.samples)
 
+    def all_latencies(self) -> list[float]:
+        """Capture-to-publish latency of every frame since ``keep_all_latencies`` was set, s."""
+        with self._lock:
+            return list(self._all_latency)
+
     def latency_percentiles(self, *qs: float, all_frames: bool = False) -> list[float | None]:
         """Percentiles (0-100) of capture-to-Redis latency, seconds (recent window,
         or every frame since start when ``keep_all_latencies`` and ``all_frames``)."""

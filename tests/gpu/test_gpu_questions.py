@@ -43,7 +43,7 @@ def test_dali_nvdec_h264_matches_pyav(tmp_path: Path) -> None:
 
 
 def _scene_batch(device: str) -> FrameBatch:
-    from streamseg.ingest.synthetic import SyntheticScene
+    from streamseg.synthetic.scene import SyntheticScene
 
     scene = SyntheticScene(seed=1001, height=240, width=320, num_objects=5)
     return FrameBatch(
