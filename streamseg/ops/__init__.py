@@ -4,8 +4,9 @@ Each public function runs a native kernel when one serves its tensors (the
 C++ kernels built from ``ops/csrc`` for CPU tensors, the Triton kernels of
 :mod:`streamseg.ops.triton` for CUDA tensors), else the pure-PyTorch
 reference in :mod:`streamseg.ops.reference`.
-Semantics follow torchvision's ops exactly (see ``docs/ops.md``). Boxes are
-``xyxy`` in pixels with exclusive ``x2``/``y2``; areas have no ``+1``.
+Semantics follow torchvision's ops exactly (see the Ops section of
+``docs/architecture.md``). Boxes are ``xyxy`` in pixels with exclusive
+``x2``/``y2``; areas have no ``+1``.
 
 Importing this package compiles and loads nothing: the C++ library is
 built (or found in the cache), and the Triton kernels imported, on the

@@ -9,7 +9,7 @@ Layout of ``write_scene(scene, out_dir, num_frames=N)``::
       seqinfo.ini        MOTChallenge sequence description
       frames/000000.png  lossless frames (only with frames_png=True)
 
-See ``docs/synthetic.md`` for the fields.
+``streamseg synth`` writes one; ``docs/ingest.md`` (synthetic scenes) describes its options.
 """
 
 from __future__ import annotations
