@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamseg.ingest.health import CameraHealth, HealthState, HealthTracker, StateListener
 from streamseg.ingest.policy import ReconnectPolicy
-from streamseg.ingest.spec import SourceError, SourceSpec, parse_source_url
+from streamseg.ingest.spec import SourceError, SourceSpec, is_live_url, parse_source_url
 from streamseg.redact import url_password
 from streamseg.types import Frame
 
@@ -197,7 +197,7 @@ def open_packet_reader(
     """A camera's demuxed packets with the same reconnect policy as ``open_source``.
 
     For consumers of packets rather than frames (``streamseg record``). Live
-    by default for network and V4L2 sources, as in ``open_source``.
+    by default where the URL scheme's entry in ``spec.SCHEMES`` says so.
 
     Raises:
         SourceError: a bad URL or option, a missing file or device, or a
@@ -216,7 +216,7 @@ def open_packet_reader(
     return PacketReader(
         camera_id=camera_id,
         spec=spec,
-        live=spec.kind != "file" if live is None else live,
+        live=is_live_url(url) if live is None else live,
         reconnect=reconnect,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
