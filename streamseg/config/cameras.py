@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
+from streamseg.config.choices import check_choice, literal_of
+from streamseg.ingest.spec import DECODERS
 
 __all__ = ["CameraConfig", "ReconnectConfig", "check_camera_url"]
+
+# The decoders' names (a JSON-schema enum), from ingest's one list.
+if TYPE_CHECKING:
+    DecoderName = str
+else:
+    DecoderName = literal_of(DECODERS)
 
 _CAMERA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
@@ -52,7 +60,7 @@ class CameraConfig(StrictModel):
     id: str = Field(description="unique camera id: letters, digits, '_', '-', '.'")
     url: str
     max_fps: float | None = Field(default=None, gt=0, le=1000)
-    decode: Literal["pyav", "dali"] = "pyav"
+    decode: DecoderName = "pyav"
     live: bool | None = Field(
         default=None,
         description="override: live drops oldest frames when behind, not live gets backpressure",
@@ -70,6 +78,11 @@ class CameraConfig(StrictModel):
                 "letter or digit (it becomes part of Redis stream names)"
             )
         return value
+
+    @field_validator("decode", mode="before")
+    @classmethod
+    def _known_decoder(cls, value: Any) -> Any:
+        return check_choice("decode", value, DECODERS)
 
     @field_validator("url")
     @classmethod

@@ -14,11 +14,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from streamseg.ingest.spec import SourceError
+from streamseg.ingest.spec import DECODERS, SourceError
 
 __all__ = ["DECODERS", "DecodeError", "Decoder", "Picture", "PyAVDecoder", "make_decoder"]
-
-DECODERS = ("pyav", "dali")
 
 
 class DecodeError(Exception):

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from streamseg.ingest.health import CameraHealth, HealthState, HealthTracker, StateListener
 from streamseg.ingest.policy import ReconnectPolicy
-from streamseg.ingest.spec import SourceError, SourceSpec, is_live_url, parse_source_url
+from streamseg.ingest.spec import (
+    DECODERS,
+    SourceError,
+    SourceSpec,
+    is_live_url,
+    parse_source_url,
+)
 from streamseg.redact import url_password
 from streamseg.types import Frame
 
@@ -139,8 +145,10 @@ def open_source(
             not installed; the message names the camera and the fix.
     """
     spec = parse_source_url(url, camera_id=camera_id)
-    if decode not in ("pyav", "dali"):
-        raise SourceError(f"camera {camera_id!r}: decode must be 'pyav' or 'dali', got {decode!r}")
+    if decode not in DECODERS:
+        raise SourceError(
+            f"camera {camera_id!r}: decode must be one of {', '.join(DECODERS)}, got {decode!r}"
+        )
     if max_fps is not None and not max_fps > 0:
         raise SourceError(f"camera {camera_id!r}: max_fps must be > 0, got {max_fps}")
     if connect_timeout <= 0 or read_timeout <= 0:

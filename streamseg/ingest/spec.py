@@ -35,6 +35,7 @@ from pathlib import Path
 from streamseg.redact import redact_url
 
 __all__ = [
+    "DECODERS",
     "SCHEMES",
     "Scheme",
     "SourceError",
@@ -115,6 +116,10 @@ class Scheme:
 
 
 _HERE = "streamseg.ingest.spec"
+
+# The decoders a camera's ``decode:`` may name (streamseg.ingest.decoders
+# builds them): PyAV on the CPU, NVIDIA DALI (NVDEC) on a GPU.
+DECODERS = ("pyav", "dali")
 
 # scheme -> kind and parser. A URL without a scheme is a file path (or a
 # /dev/videoN device).

@@ -141,3 +141,12 @@ def test_rule_types_are_the_registry() -> None:
 def test_an_unknown_rule_type_is_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="'zone', 'line', 'dwell', 'crowding'"):
         CameraAlerts.model_validate({"rules": [{"name": "r", "type": "speeding"}]})
+
+
+def test_camera_decode_is_the_decoder_list() -> None:
+    from streamseg.config.cameras import CameraConfig
+    from streamseg.ingest.spec import DECODERS
+
+    assert _enum(CameraConfig, "decode") == list(DECODERS)
+    with pytest.raises(pydantic.ValidationError, match="unknown decode 'nvdec'; valid: "):
+        CameraConfig(id="c", url="synthetic://?seed=1", decode="nvdec")
