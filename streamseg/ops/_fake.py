@@ -4,7 +4,9 @@ The fakes give output shapes and dtypes without computing, so that
 ``torch.compile`` and ``torch.export`` trace through the native ops; ops whose
 output length depends on the data (NMS, RLE) return an unbacked size.
 :func:`register` runs once, right after the native library loaded (the ops
-must exist first); importing this module registers nothing.
+must exist first); importing this module registers nothing. The Triton
+ops (:mod:`streamseg.ops.triton`) take the same arguments and register
+these same shape functions.
 """
 
 from __future__ import annotations
@@ -16,22 +18,31 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["register"]
+__all__ = [
+    "batched_nms_fake",
+    "decode_boxes_fake",
+    "nms_fake",
+    "paste_masks_binary_fake",
+    "paste_masks_fake",
+    "register",
+    "roi_align_backward_fake",
+    "roi_align_fake",
+]
 
 _done = False
 _lock = threading.Lock()
 
 
-def _nms_fake(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
+def nms_fake(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     size = torch.library.get_ctx().new_dynamic_size()
     return boxes.new_empty((size,), dtype=torch.int64)
 
 
-def _batched_nms_fake(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
-    return _nms_fake(boxes, scores, iou_threshold)
+def batched_nms_fake(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
+    return nms_fake(boxes, scores, iou_threshold)
 
 
-def _roi_align_fake(
+def roi_align_fake(
     input: Tensor,
     rois: Tensor,
     spatial_scale: float,
@@ -43,7 +54,7 @@ def _roi_align_fake(
     return input.new_empty((rois.shape[0], input.shape[1], pooled_height, pooled_width))
 
 
-def _roi_align_backward_fake(
+def roi_align_backward_fake(
     grad: Tensor,
     rois: Tensor,
     spatial_scale: float,
@@ -59,13 +70,11 @@ def _roi_align_backward_fake(
     return grad.new_empty((batch_size, channels, height, width))
 
 
-def _paste_masks_fake(
-    masks: Tensor, boxes: Tensor, height: int, width: int, padding: int
-) -> Tensor:
+def paste_masks_fake(masks: Tensor, boxes: Tensor, height: int, width: int, padding: int) -> Tensor:
     return masks.new_empty((masks.shape[0], height, width))
 
 
-def _paste_masks_binary_fake(
+def paste_masks_binary_fake(
     masks: Tensor, boxes: Tensor, height: int, width: int, padding: int, threshold: float
 ) -> Tensor:
     return masks.new_empty((masks.shape[0], height, width), dtype=torch.bool)
@@ -78,7 +87,7 @@ def _mask_to_rle_fake(masks: Tensor) -> tuple[Tensor, Tensor]:
     return chars, torch.empty((masks.shape[0],), dtype=torch.int64, device="cpu")
 
 
-def _decode_boxes_fake(
+def decode_boxes_fake(
     deltas: Tensor,
     boxes: Tensor,
     wx: float,
@@ -108,14 +117,14 @@ def _roi_align_backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
 
 
 _FAKES: dict[str, Callable[..., Any]] = {
-    "streamseg::nms": _nms_fake,
-    "streamseg::batched_nms": _batched_nms_fake,
-    "streamseg::roi_align": _roi_align_fake,
-    "streamseg::roi_align_backward": _roi_align_backward_fake,
-    "streamseg::paste_masks": _paste_masks_fake,
-    "streamseg::paste_masks_binary": _paste_masks_binary_fake,
+    "streamseg::nms": nms_fake,
+    "streamseg::batched_nms": batched_nms_fake,
+    "streamseg::roi_align": roi_align_fake,
+    "streamseg::roi_align_backward": roi_align_backward_fake,
+    "streamseg::paste_masks": paste_masks_fake,
+    "streamseg::paste_masks_binary": paste_masks_binary_fake,
     "streamseg::mask_to_rle": _mask_to_rle_fake,
-    "streamseg::decode_boxes": _decode_boxes_fake,
+    "streamseg::decode_boxes": decode_boxes_fake,
 }
 
 

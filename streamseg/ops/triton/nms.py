@@ -25,6 +25,7 @@ from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
+from streamseg.ops._fake import batched_nms_fake, nms_fake
 
 __all__ = ["MAX_BOXES", "batched_nms", "nms"]
 
@@ -157,14 +158,6 @@ def _nms(boxes: Tensor, scores: Tensor, idxs: Tensor | None, iou_threshold: floa
     return order[keep]
 
 
-def _nms_fake(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
-    return boxes.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=torch.int64)
-
-
-def _batched_nms_fake(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
-    return _nms_fake(boxes, scores, iou_threshold)
-
-
 @triton_op("streamseg_triton::nms", mutates_args=())
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
     """``(K,)`` int64 indices kept by greedy NMS of ``boxes (N, 4)`` xyxy, ``scores (N,)``."""
@@ -179,5 +172,5 @@ def batched_nms(boxes: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: floa
 
 # The output length depends on the data: the fakes give it an unbacked size
 # instead of tracing the wrappers' ``torch.nonzero``.
-nms.register_fake(_nms_fake)
-batched_nms.register_fake(_batched_nms_fake)
+nms.register_fake(nms_fake)
+batched_nms.register_fake(batched_nms_fake)

@@ -19,6 +19,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops._fake import paste_masks_binary_fake, paste_masks_fake
+
 __all__ = ["int_boxes", "paste_masks", "paste_masks_binary"]
 
 TILE_Y = 32
@@ -153,17 +155,5 @@ def paste_masks_binary(
     return _paste(masks, boxes, out, padding, threshold, binary=True)
 
 
-def _paste_masks_fake(
-    masks: Tensor, boxes: Tensor, height: int, width: int, padding: int
-) -> Tensor:
-    return masks.new_empty((masks.shape[0], height, width))
-
-
-def _paste_masks_binary_fake(
-    masks: Tensor, boxes: Tensor, height: int, width: int, padding: int, threshold: float
-) -> Tensor:
-    return masks.new_empty((masks.shape[0], height, width), dtype=torch.bool)
-
-
-paste_masks.register_fake(_paste_masks_fake)
-paste_masks_binary.register_fake(_paste_masks_binary_fake)
+paste_masks.register_fake(paste_masks_fake)
+paste_masks_binary.register_fake(paste_masks_binary_fake)

@@ -21,6 +21,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops._fake import roi_align_backward_fake, roi_align_fake
+
 __all__ = ["roi_align", "roi_align_backward"]
 
 BLOCK = 128
@@ -252,34 +254,6 @@ def _backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
     return grad_input, None, None, None, None, None, None
 
 
-def _roi_align_fake(
-    input: Tensor,
-    rois: Tensor,
-    spatial_scale: float,
-    pooled_height: int,
-    pooled_width: int,
-    sampling_ratio: int,
-    aligned: bool,
-) -> Tensor:
-    return input.new_empty((rois.shape[0], input.shape[1], pooled_height, pooled_width))
-
-
-def _roi_align_backward_fake(
-    grad: Tensor,
-    rois: Tensor,
-    spatial_scale: float,
-    pooled_height: int,
-    pooled_width: int,
-    batch_size: int,
-    channels: int,
-    height: int,
-    width: int,
-    sampling_ratio: int,
-    aligned: bool,
-) -> Tensor:
-    return grad.new_empty((batch_size, channels, height, width))
-
-
 roi_align.register_autograd(_backward, setup_context=_setup)
-roi_align.register_fake(_roi_align_fake)
-roi_align_backward.register_fake(_roi_align_backward_fake)
+roi_align.register_fake(roi_align_fake)
+roi_align_backward.register_fake(roi_align_backward_fake)
