@@ -1,7 +1,7 @@
 """Association costs and optimal assignment.
 
 * :func:`overlap_pairs` — the overlapping pairs of two sets of xyxy boxes
-  and their IoU (numpy, sort-and-sweep: cost follows the nearby pairs);
+  and their IoU (numpy; every pair when few, else only nearby ones);
   :func:`box_iou` — the dense ``(N, M)`` matrix from it.
 * :class:`MaskGrid` — masks reduced to a coarse grid once per frame, and
   :func:`mask_iou` — pairwise IoU of grid masks, computed only for pairs
@@ -30,40 +30,71 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
+_NO_PAIRS = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+DENSE_PAIRS = 8192  # up to this many box pairs, test them all (fewest numpy calls)
+
+
 def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
     """The pairs of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes that overlap, with their IoU.
 
     Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64) and
-    ``iou (P,)`` > 0, rows ascending. Sort-and-sweep on x: only pairs whose
-    x ranges can meet are looked at, so the cost grows with the number of
-    nearby pairs, not with ``N * M``.
+    ``iou (P,)`` > 0, rows ascending. Up to ``DENSE_PAIRS`` pairs every pair
+    is tested; beyond, only the boxes of ``b`` near each box of ``a`` are
+    (see :func:`_near_pairs`), so the cost follows the number of nearby
+    pairs, not ``N * M``.
     """
     if len(a) == 0 or len(b) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    order = np.argsort(b[:, 0], kind="stable")
-    bx1 = b[order, 0]
-    widest = max(float((b[:, 2] - b[:, 0]).max()), 0.0)
-    # b overlaps a in x only if a.x1 - widest <= b.x1 < a.x2.
-    lo = np.searchsorted(bx1, a[:, 0] - widest, side="left")
-    hi = np.searchsorted(bx1, a[:, 2], side="left")
-    counts = np.maximum(hi - lo, 0)
+        return _NO_PAIRS
+    if len(a) * len(b) <= DENSE_PAIRS:
+        iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+        ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+        rows, cols = np.nonzero((iw > 0) & (ih > 0))
+        iw, ih = iw[rows, cols], ih[rows, cols]
+    else:
+        rows, cols = _near_pairs(a, b)
+        iw = np.minimum(a[rows, 2], b[cols, 2]) - np.maximum(a[rows, 0], b[cols, 0])
+        ih = np.minimum(a[rows, 3], b[cols, 3]) - np.maximum(a[rows, 1], b[cols, 1])
+        hit = np.flatnonzero((iw > 0) & (ih > 0))
+        rows, cols, iw, ih = rows[hit], cols[hit], iw[hit], ih[hit]
+    inter = iw * ih
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    iou: F64 = inter / np.maximum(area_a[rows] + area_b[cols] - inter, 1e-12)
+    return rows.astype(np.int64), cols.astype(np.int64), iou
+
+
+def _near_pairs(a: F64, b: F64) -> tuple[I64, I64]:
+    """Candidate pairs (a superset of the overlapping ones), rows ascending.
+
+    The boxes of ``b`` are sorted into horizontal strips as tall as the
+    tallest of them (by top edge), and by left edge within a strip. A box of
+    ``a`` can only meet boxes whose strip lies between its top (less one
+    strip) and its bottom, and whose left edge lies in
+    ``[a.x1 - widest, a.x2)``: one contiguous run of the sort order per
+    strip, found with ``searchsorted``.
+    """
+    ax1, ay1, ax2, ay2 = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    bx1, by1 = b[:, 0], b[:, 1]
+    tall = max(float((b[:, 3] - by1).max()), 1.0)
+    wide = max(float((b[:, 2] - bx1).max()), 0.0)
+    x0 = min(float(bx1.min()), float(ax1.min())) - wide - 1.0
+    span = max(float(b[:, 2].max()), float(ax2.max())) - x0 + 1.0  # keeps strips apart
+    y0 = float(by1.min())
+    key = np.floor((by1 - y0) / tall) * span + (bx1 - x0)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.floor((ay1 - tall - y0) / tall)
+    last = np.floor((ay2 - y0) / tall)
+    n_strips = int((last - first).max()) + 1
+    strip = first[:, None] + np.arange(n_strips)[None, :]  # (N, S)
+    lo = np.searchsorted(key, strip * span + (ax1 - wide - x0)[:, None])
+    hi = np.searchsorted(key, strip * span + (ax2 - x0)[:, None])
+    counts = np.where((strip <= last[:, None]) & (strip >= 0), hi - lo, 0).ravel()
     total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    rows = np.repeat(np.arange(len(a), dtype=np.int64), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    cols = order[starts + np.arange(total)].astype(np.int64)
-    pa, pb = a[rows], b[cols]
-    iw = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
-    ih = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
-    hit = (iw > 0) & (ih > 0)
-    rows, cols, pa, pb = rows[hit], cols[hit], pa[hit], pb[hit]
-    inter = iw[hit] * ih[hit]
-    area_a = (pa[:, 2] - pa[:, 0]) * (pa[:, 3] - pa[:, 1])
-    area_b = (pb[:, 2] - pb[:, 0]) * (pb[:, 3] - pb[:, 1])
-    union = area_a + area_b - inter
-    iou: F64 = inter / np.maximum(union, 1e-12)
-    return rows, cols, iou
+    rows = np.repeat(np.repeat(np.arange(len(a), dtype=np.int64), n_strips), counts)
+    starts = lo.ravel() - np.cumsum(counts) + counts
+    cols = order[np.repeat(starts, counts) + np.arange(total)]
+    return rows, cols
 
 
 def box_iou(a: F64, b: F64) -> F64:

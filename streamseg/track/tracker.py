@@ -99,26 +99,25 @@ class ByteTracker:
         t.new_frame()
         self.kalman.predict(dt, frozen_size=t.state == LOST)
         grid = self._det_grid(frame.image_size, masks)
-        high = np.flatnonzero(scores >= s.high_score)
-        low = np.flatnonzero((scores >= s.low_score) & (scores < s.high_score))
+        high = scores >= s.high_score
+        low = (scores >= s.low_score) & ~high
         det_of = np.full(len(t), -1, np.int64)
-        pred = self.kalman.boxes()
+        taken = np.zeros(len(boxes), bool)
 
-        pool = np.flatnonzero(t.state != TENTATIVE)
-        r, c = self._match(pool, high, pred, boxes, scores, labels, grid, s.match_iou, s.fuse_score)
-        det_of[pool[r]] = high[c]
-        high_left = np.delete(high, c)
-        active = pool[det_of[pool] < 0]
-        r, c = self._match(active, low, pred, boxes, scores, labels, grid, s.low_match_iou)
-        det_of[active[r]] = low[c]
-        tentative = np.flatnonzero(t.state == TENTATIVE)
-        r, c = self._match(
-            tentative, high_left, pred, boxes, scores, labels, grid, s.tentative_match_iou
-        )
-        det_of[tentative[r]] = high_left[c]
-        high_left = np.delete(high_left, c)
+        # One list of overlapping (track, detection) pairs serves all rounds.
+        r, c, iou = self._pairs(self.kalman.boxes(), boxes, labels, grid)
+        firm = t.state[r] != TENTATIVE
+        fused = scores if s.fuse_score else None
+        self._round(r, c, iou, firm & high[c] & (iou >= s.match_iou), det_of, taken, fused)
+        second = firm & low[c] & (iou >= s.low_match_iou)
+        if second.any():
+            self._round(r, c, iou, second & (det_of[r] < 0), det_of, taken)
+        third = ~firm & high[c] & (iou >= s.tentative_match_iou)
+        if third.any():
+            self._round(r, c, iou, third & ~taken[c], det_of, taken)
 
-        copies = self._copies(det_of, boxes, grid)
+        close = self._close_detections(boxes, grid)
+        copies = self._copies(det_of, close)
         det_of[copies] = -1
         matched = np.flatnonzero(det_of >= 0)
         t.det[matched] = det_of[matched]
@@ -126,8 +125,8 @@ class ByteTracker:
         gone = np.zeros(len(t), bool)
         gone[copies] = True
         removed = removed + self._miss(det_of < 0, gone)
-        starters = high_left[scores[high_left] >= s.new_track_score]
-        starters = self._not_duplicates(starters, det_of[matched], boxes, scores, grid)
+        starters = np.flatnonzero(high & ~taken & (scores >= s.new_track_score))
+        starters = self._not_duplicates(starters, det_of[matched], scores, close)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
 
@@ -165,7 +164,20 @@ class ByteTracker:
         self.kalman.select(keep)
         return gone
 
-    def _copies(self, det_of: I64, boxes: F64, grid: Tensor | None) -> I64:
+    def _close_detections(self, boxes: F64, grid: Tensor | None) -> tuple[I64, I64]:
+        """Pairs ``(i, j)``, ``i < j``, of detections overlapping by ``duplicate_iou`` or more.
+
+        Overlap is box IoU, or grid-mask IoU with ``match: mask_iou``.
+        """
+        r, c, iou = overlap_pairs(boxes, boxes)
+        upper = np.flatnonzero(r < c)
+        r, c, iou = r[upper], c[upper], iou[upper]
+        if grid is not None and len(r):
+            iou = grid_iou(grid[torch.from_numpy(r)], grid[torch.from_numpy(c)])
+        close = np.flatnonzero(iou >= self.settings.duplicate_iou)
+        return r[close], c[close]
+
+    def _copies(self, det_of: I64, close: tuple[I64, I64]) -> I64:
         """Rows of tracks that have followed a second report of an older track's object.
 
         Two tracks can grow on one object when a detector reports it as two
@@ -174,47 +186,54 @@ class ByteTracker:
         detection has overlapped an older track's by ``duplicate_iou`` in
         each of the last ``duplicate_frames`` frames is such a copy; objects
         that pass or cross each other overlap that much only briefly.
+        ``close``: the pairs of detections that overlap that much.
         """
         t = self.table
-        rows = np.flatnonzero(det_of >= 0)
         shadowed = np.zeros(len(t), bool)
-        if len(rows) >= 2:
-            r, c, iou = self._overlap(det_of[rows], det_of[rows], boxes, grid)
-            ids = t.ids[rows]
-            pair = (iou >= self.settings.duplicate_iou) & (ids[r] > ids[c])
-            shadowed[rows[r[pair]]] = True
+        i, j = close
+        if len(i):
+            track_of = np.full(int(max(i.max(), j.max())) + 1, -1, np.int64)
+            rows = np.flatnonzero(det_of >= 0)
+            inside = det_of[rows] < len(track_of)
+            track_of[det_of[rows[inside]]] = rows[inside]
+            ti, tj = track_of[i], track_of[j]
+            both = (ti >= 0) & (tj >= 0)
+            ti, tj = ti[both], tj[both]
+            shadowed[np.where(t.ids[ti] > t.ids[tj], ti, tj)] = True
         t.shadowed = np.where(shadowed, t.shadowed + 1, 0)
         return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
 
-    def _overlap(self, a: I64, b: I64, boxes: F64, grid: Tensor | None) -> tuple[I64, I64, F64]:
-        """Overlapping pairs of detections ``a`` and ``b``: box IoU, or grid-mask IoU."""
-        r, c, iou = overlap_pairs(boxes[a], boxes[b])
-        if grid is not None and len(r):
-            iou = grid_iou(grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])])
-        return r, c, iou
-
     def _not_duplicates(
-        self, cands: I64, taken: I64, boxes: F64, scores: F64, grid: Tensor | None
+        self, cands: I64, taken: I64, scores: F64, close: tuple[I64, I64]
     ) -> I64:
         """``cands`` less those overlapping a ``taken`` detection or a surer candidate.
 
         Detectors that suppress overlaps per class report an object seen as
-        two classes twice; only the first report may become a track. Overlap
-        is box IoU, or mask IoU on the grid with ``match: mask_iou``.
+        two classes twice; only the first report may become a track.
+        ``close``: the pairs of detections overlapping by ``duplicate_iou``.
         """
-        limit = self.settings.duplicate_iou
-        if len(cands) == 0:
+        i, j = close
+        if len(cands) == 0 or len(i) == 0:
             return cands
-        order = cands[np.argsort(-scores[cands], kind="stable")]
-        r, _, iou = self._overlap(order, taken, boxes, grid)
-        free = np.ones(len(order), bool)
-        free[r[iou >= limit]] = False
-        r, c, iou = self._overlap(order, order, boxes, grid)
-        close = (iou >= limit) & (c < r)  # c: a surer candidate than r
-        for i, j in zip(r[close].tolist(), c[close].tolist(), strict=True):
-            if free[j]:
-                free[i] = False
-        return np.sort(order[free])
+        n = int(max(i.max(), j.max(), cands.max())) + 1
+        is_cand = np.zeros(n, bool)
+        is_cand[cands] = True
+        is_taken = np.zeros(n, bool)
+        is_taken[taken[taken < n]] = True
+        # Both directions of each pair: (candidate, other detection).
+        a, b = np.concatenate((i, j)), np.concatenate((j, i))
+        keep = is_cand[a]
+        a, b = a[keep], b[keep]
+        free = is_cand.copy()
+        free[a[is_taken[b]]] = False
+        rank = np.zeros(n, np.int64)  # position in order of decreasing score
+        rank[cands[np.argsort(-scores[cands], kind="stable")]] = np.arange(len(cands))
+        surer = is_cand[b] & (rank[b] < rank[a])
+        a, b = a[surer], b[surer]
+        for k in np.argsort(rank[a], kind="stable").tolist():
+            if free[b[k]]:
+                free[a[k]] = False
+        return cands[free[cands]]
 
     def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:
@@ -223,52 +242,68 @@ class ByteTracker:
             self._grid = MaskGrid(size, self.settings.mask_iou_resolution)
         return self._grid.reduce(masks)
 
-    def _match(
-        self,
-        rows: I64,
-        dets: I64,
-        pred: F64,
-        boxes: F64,
-        scores: F64,
-        labels: I64,
-        grid: Tensor | None,
-        min_iou: float,
-        fuse: bool = False,
-    ) -> tuple[I64, I64]:
-        """Optimal pairs between track ``rows`` and detection indices ``dets`` (positions)."""
-        if len(rows) == 0 or len(dets) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        r, c, iou = overlap_pairs(pred[rows], boxes[dets])
-        lost = np.flatnonzero(self.table.state[rows] == LOST)
+    def _pairs(
+        self, pred: F64, boxes: F64, labels: I64, grid: Tensor | None
+    ) -> tuple[I64, I64, F64]:
+        """Overlapping (track row, detection) pairs and their IoU, for every round.
+
+        A lost track counts the better of its predicted and its last
+        observed box: its motion estimate is least reliable after an
+        occlusion (the visible part of a hiding object moves and shrinks
+        oddly), and an object that stopped behind something is found where
+        it was last seen. With ``class_aware``, pairs of different classes
+        are left out.
+        """
+        t = self.table
+        r, c, iou = overlap_pairs(pred, boxes)
+        lost = np.flatnonzero(t.state == LOST)
         if len(lost):
-            # A lost track may also be found where it was last seen: its
-            # motion estimate is least reliable after an occlusion (the
-            # visible part of a hiding object moves and shrinks oddly).
-            r2, c2, iou2 = overlap_pairs(self.table.last_box[rows[lost]], boxes[dets])
+            r2, c2, iou2 = overlap_pairs(t.last_box[lost], boxes)
             r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
-            iou = self._mask_iou(rows, dets, pred, r, c, iou, grid)
-        ok = iou >= min_iou
+            iou = self._mask_iou(pred, r, c, iou, grid)
         if self.settings.class_aware:
-            ok &= self.table.labels()[rows[r]] == labels[dets[c]]
-        r, c, iou = r[ok], c[ok], iou[ok]
-        cost = 1.0 - (iou * scores[dets[c]] if fuse else iou)
-        return assign(r, c, cost, (len(rows), len(dets)))
+            same = np.flatnonzero(t.labels()[r] == labels[c])
+            r, c, iou = r[same], c[same], iou[same]
+        return r, c, iou
 
-    def _mask_iou(
-        self, rows: I64, dets: I64, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor
-    ) -> F64:
+    def _round(
+        self,
+        r: I64,
+        c: I64,
+        iou: F64,
+        allowed: NDArray[np.bool_],
+        det_of: I64,
+        taken: NDArray[np.bool_],
+        scores: F64 | None = None,
+    ) -> None:
+        """Optimal assignment among the ``allowed`` pairs; records it in ``det_of`` / ``taken``.
+
+        Cost ``1 - IoU``, or ``1 - IoU * score`` when ``scores`` are given.
+        """
+        sel = np.flatnonzero(allowed)
+        if len(sel) == 0:
+            return
+        rows, cols = r[sel], c[sel]
+        cost = 1.0 - (iou[sel] * scores[cols] if scores is not None else iou[sel])
+        a, b = assign(rows, cols, cost, (len(det_of), len(taken)))
+        det_of[a] = b
+        taken[b] = True
+
+    def _mask_iou(self, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor) -> F64:
         """Mask IoU of the box-overlapping pairs ``(r, c)`` whose track has a mask."""
         t = self.table
-        assert self._grid is not None and t.grid is not None
-        has = t.has_grid[rows[r]]
+        assert self._grid is not None
+        if t.grid is None:
+            return iou
+        has = t.has_grid[r]
         if not has.any():
             return iou
-        tr = rows[r[has]]
+        tr = r[has]
         centre = (pred[tr, :2] + pred[tr, 2:]) / 2
         shifts = (centre - t.grid_xy[tr]) / self._grid.stride
         track_masks = t.grid[torch.from_numpy(tr)]
-        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), dets[c[has]])
+        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), c[has])
         out = iou.copy()
         out[has] = m
         return out
