@@ -65,14 +65,20 @@ class Membership:
         self.mask_band = mask_band
         self._raster: tuple[tuple[int, int], int, torch.Tensor] | None = None
         self._warned = False
+        # Least depth (or mask share) to be inside, indexed by previous state + 1:
+        # unknown (boundary included), out (``band`` inside), in (less than
+        # ``band`` outside: the next float above ``-band``).
+        stay = 0.0 if band <= 0 else float(np.nextafter(-band, np.inf))
+        self._least_depth: F64 = np.array([0.0, band, stay])
+        share = mask_fraction if mask_fraction is not None else 0.0
+        self._least_share: F64 = np.array([share, share, share - mask_band])
 
     def step(self, view: TrackView, idx: I64, prev: NDArray[np.int8]) -> Bool:
         """New inside state ``(K,)`` of tracks ``idx`` of ``view`` given ``prev`` (-1/0/1)."""
+        # Each previous state (unknown, out, in) has its own least value to be inside.
         if self.mask_fraction is not None and view.masks is not None:
-            f = self._fractions(view, idx)
-            enter = f >= self.mask_fraction
-            stay = f >= self.mask_fraction - self.mask_band
-            first = enter
+            value = self._fractions(view, idx)
+            least = self._least_share
         else:
             if self.mask_fraction is not None and not self._warned:
                 self._warned = True
@@ -80,11 +86,10 @@ class Membership:
                     "alerts: zone membership by mask, but frames have no masks: "
                     "using the box anchor instead"
                 )
-            depth = self._depth(view)[idx]
-            enter = depth >= self.band
-            stay = (depth >= 0) | (-depth < self.band)
-            first = depth >= 0
-        out: Bool = np.where(prev == IN, stay, np.where(prev == OUT, enter, first))
+            depth = self._depth(view)
+            value = depth if len(idx) == len(depth) else depth[idx]
+            least = self._least_depth
+        out: Bool = value >= least[prev + 1]
         return out
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
