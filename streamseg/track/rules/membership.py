@@ -64,6 +64,7 @@ class Membership:
         self.mask_fraction = mask_fraction
         self.mask_band = mask_band
         self._raster: tuple[tuple[int, int], int, torch.Tensor] | None = None
+        self._cells: _CellMap | None = None
         self._warned = False
         # Least depth (or mask share) to be inside, indexed by previous state + 1:
         # unknown (boundary included), out (``band`` inside), in (less than
@@ -77,30 +78,38 @@ class Membership:
         """New inside state ``(K,)`` of tracks ``idx`` of ``view`` given ``prev`` (-1/0/1)."""
         # Each previous state (unknown, out, in) has its own least value to be inside.
         if self.mask_fraction is not None and view.masks is not None:
-            value = self._fractions(view, idx)
             least = self._least_share
-        else:
-            if self.mask_fraction is not None and not self._warned:
-                self._warned = True
-                log.warning(
-                    "alerts: zone membership by mask, but frames have no masks: "
-                    "using the box anchor instead"
-                )
-            depth = self._depth(view)
-            value = depth if len(idx) == len(depth) else depth[idx]
-            least = self._least_depth
-        out: Bool = value >= least[prev + 1]
-        return out
+            out: Bool = self._fractions(view, idx) >= least[prev + 1]
+            return out
+        if self.mask_fraction is not None and not self._warned:
+            self._warned = True
+            log.warning(
+                "alerts: zone membership by mask, but frames have no masks: "
+                "using the box anchor instead"
+            )
+        return self._by_anchor(view.anchors(self.anchor), idx, prev)
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
         """``(K,)``: the track's first observed box had its anchor in the zone."""
         return self.polygon.contains(view.anchors(self.anchor, "first_boxes")[idx])
 
-    def _depth(self, view: TrackView) -> F64:
-        """Depth of every track's anchor in ``view`` (shared by rules on the same zone)."""
-        polygon, anchor = self.polygon, self.anchor
-        key = ("depth", id(polygon), anchor)
-        out: F64 = view.memo(key, lambda: polygon.depth(view.anchors(anchor)))
+    def _by_anchor(self, anchors: F64, idx: I64, prev: NDArray[np.int8]) -> Bool:
+        """Inside states of ``anchors[idx]`` by depth, exact depths only near the boundary.
+
+        A point in a cell of the zone's :class:`_CellMap` that lies wholly
+        ``band`` deep inside (or ``band`` beyond the boundary) is in (or out)
+        whatever its previous state; only points in cells near the boundary
+        get their exact depth.
+        """
+        if self._cells is None:
+            self._cells = _CellMap(self.polygon, self.band)
+        points = anchors if len(idx) == len(anchors) else anchors[idx]
+        sure = self._cells.classify(points)
+        out: Bool = sure == IN
+        unsure = np.flatnonzero(sure == UNKNOWN)
+        if len(unsure):
+            depth = self.polygon.depth(points[unsure])
+            out[unsure] = depth >= self._least_depth[prev[unsure] + 1]
         return out
 
     def _fractions(self, view: TrackView, idx: I64) -> F64:
@@ -117,4 +126,42 @@ class Membership:
         inside = (grid & zone).flatten(1).sum(1).double()
         frac = torch.where(area > 0, inside / area.clamp(min=1), torch.zeros_like(area))
         out: F64 = frac.numpy()
+        return out
+
+
+class _CellMap:
+    """Which square cells around a polygon lie wholly in or out of it, with ``band`` to spare.
+
+    Cells of ``CELL`` pixels cover the polygon's bounding box grown by
+    ``band`` and one cell. A cell is ``IN`` when its centre's depth is at
+    least ``band`` plus the cell's half diagonal (so every point of it is
+    ``band`` deep: depth changes no faster than distance), ``OUT`` when at
+    most minus that, else ``UNKNOWN``. Points beyond the grid are ``OUT``.
+    """
+
+    CELL = 8.0  # pixels
+    MAX_CELLS = 256  # per side; larger zones get larger cells
+    MARGIN = 1e-3  # pixels of slack for float rounding
+
+    def __init__(self, polygon: Polygon, band: float) -> None:
+        extent = float((polygon.hi - polygon.lo).max()) + 2 * band
+        self.cell = max(self.CELL, extent / (self.MAX_CELLS - 2))
+        self.origin = polygon.lo - band - self.cell
+        nx, ny = np.ceil((polygon.hi + band + self.cell - self.origin) / self.cell).astype(int)
+        xs = self.origin[0] + (np.arange(nx) + 0.5) * self.cell
+        ys = self.origin[1] + (np.arange(ny) + 0.5) * self.cell
+        gx, gy = np.meshgrid(xs, ys)
+        depth = polygon.depth(np.stack((gx.ravel(), gy.ravel()), axis=1)).reshape(ny, nx)
+        sure = band + self.cell * math.sqrt(0.5) + self.MARGIN
+        self.grid = np.full((ny, nx), UNKNOWN, np.int8)
+        self.grid[depth >= sure] = IN
+        self.grid[depth <= -sure] = OUT
+        self.shape = np.array([nx, ny])
+
+    def classify(self, points: F64) -> NDArray[np.int8]:
+        """``(K,)`` IN, OUT or UNKNOWN (exact test needed) for ``points (K, 2)``."""
+        cell = np.floor((points - self.origin) / self.cell)
+        on_grid = ((cell >= 0) & (cell < self.shape)).all(1)
+        cx, cy = np.clip(cell, 0, self.shape - 1).astype(np.intp).T
+        out: NDArray[np.int8] = np.where(on_grid, self.grid[cy, cx], np.int8(OUT))
         return out
