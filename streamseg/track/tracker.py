@@ -203,9 +203,7 @@ class ByteTracker:
         t.shadowed = np.where(shadowed, t.shadowed + 1, 0)
         return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
 
-    def _not_duplicates(
-        self, cands: I64, taken: I64, scores: F64, close: tuple[I64, I64]
-    ) -> I64:
+    def _not_duplicates(self, cands: I64, taken: I64, scores: F64, close: tuple[I64, I64]) -> I64:
         """``cands`` less those overlapping a ``taken`` detection or a surer candidate.
 
         Detectors that suppress overlaps per class report an object seen as

@@ -45,5 +45,24 @@ def test_cell_map_decides_like_the_exact_depth(band: float, seed: int) -> None:
     )
     for prev_state in (UNKNOWN, OUT, IN):
         prev = np.full(len(points), prev_state, np.int8)
+        expected = exact(polygon, band, points, prev)
         got = member._by_anchor(points, np.arange(len(points)), prev)
-        np.testing.assert_array_equal(got, exact(polygon, band, points, prev))
+        np.testing.assert_array_equal(got, expected)
+        # A few points at a time: the exact depths come from the plain-Python path.
+        for start in range(0, len(points), 10):
+            few = np.arange(start, min(start + 10, len(points)))
+            got = member._by_anchor(points, few, prev[few])
+            np.testing.assert_array_equal(got, expected[few])
+
+
+def test_plain_python_depth_equals_the_polygons() -> None:
+    rng = np.random.default_rng(7)
+    polygon = Polygon(
+        np.array([[10.0, 10.0], [90.5, 20.0], [60.0, 80.0], [40.0, 40.0], [5.0, 70.0]])
+    )
+    member = Membership(polygon=polygon, anchor="center", band=2.0, mask_fraction=None, mask_band=0)
+    member._by_anchor(np.zeros((1, 2)), np.arange(1), np.full(1, UNKNOWN, np.int8))
+    assert member._cells is not None
+    points = np.concatenate((rng.uniform(0, 100, (500, 2)), polygon.a, (polygon.a + polygon.b) / 2))
+    got = [member._cells.depth(x, y) for x, y in points.tolist()]
+    assert got == polygon.depth(points).tolist()  # bit for bit

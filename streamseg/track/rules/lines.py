@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.track.rules.base import RuleBase
 from streamseg.geometry import EPS, Segment
+from streamseg.track.rules.base import RuleBase
 from streamseg.track.rules.idstate import IdState
 from streamseg.track.view import TrackView
 from streamseg.types import Event

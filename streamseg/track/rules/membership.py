@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from streamseg.geometry import Polygon
+from streamseg.geometry import EPS, Polygon
 from streamseg.track.view import TrackView
 
 __all__ = ["MASK_GRID", "Membership"]
@@ -36,6 +36,7 @@ Bool = NDArray[np.bool_]
 
 MASK_GRID = 160
 UNKNOWN, OUT, IN = -1, 0, 1
+FEW = 16  # up to this many points, exact depths in plain Python (numpy's per-call cost dominates)
 
 
 class Membership:
@@ -107,9 +108,15 @@ class Membership:
         sure = self._cells.classify(points)
         out: Bool = sure == IN
         unsure = np.flatnonzero(sure == UNKNOWN)
-        if len(unsure):
+        if len(unsure) > FEW:
             depth = self.polygon.depth(points[unsure])
             out[unsure] = depth >= self._least_depth[prev[unsure] + 1]
+        elif len(unsure):
+            least = self._least_depth.tolist()
+            for k, (x, y), p in zip(
+                unsure.tolist(), points[unsure].tolist(), prev[unsure].tolist(), strict=True
+            ):
+                out[k] = self._cells.depth(x, y) >= least[p + 1]
         return out
 
     def _fractions(self, view: TrackView, idx: I64) -> F64:
@@ -136,16 +143,17 @@ class _CellMap:
     ``band`` and one cell. A cell is ``IN`` when its centre's depth is at
     least ``band`` plus the cell's half diagonal (so every point of it is
     ``band`` deep: depth changes no faster than distance), ``OUT`` when at
-    most minus that, else ``UNKNOWN``. Points beyond the grid are ``OUT``.
+    most minus that, else ``UNKNOWN``. A border of ``OUT`` cells stands for
+    everything beyond.
     """
 
-    CELL = 8.0  # pixels
-    MAX_CELLS = 256  # per side; larger zones get larger cells
+    CELL = 4.0  # pixels
+    MAX_CELLS = 512  # per side; larger zones get larger cells
     MARGIN = 1e-3  # pixels of slack for float rounding
 
     def __init__(self, polygon: Polygon, band: float) -> None:
         extent = float((polygon.hi - polygon.lo).max()) + 2 * band
-        self.cell = max(self.CELL, extent / (self.MAX_CELLS - 2))
+        self.cell = max(self.CELL, extent / (self.MAX_CELLS - 4))
         self.origin = polygon.lo - band - self.cell
         nx, ny = np.ceil((polygon.hi + band + self.cell - self.origin) / self.cell).astype(int)
         xs = self.origin[0] + (np.arange(nx) + 0.5) * self.cell
@@ -153,15 +161,38 @@ class _CellMap:
         gx, gy = np.meshgrid(xs, ys)
         depth = polygon.depth(np.stack((gx.ravel(), gy.ravel()), axis=1)).reshape(ny, nx)
         sure = band + self.cell * math.sqrt(0.5) + self.MARGIN
-        self.grid = np.full((ny, nx), UNKNOWN, np.int8)
-        self.grid[depth >= sure] = IN
-        self.grid[depth <= -sure] = OUT
-        self.shape = np.array([nx, ny])
+        grid = np.full((ny + 2, nx + 2), OUT, np.int8)  # with the border
+        inner = grid[1:-1, 1:-1]
+        inner[:] = UNKNOWN
+        inner[depth >= sure] = IN
+        inner[depth <= -sure] = OUT
+        self.flat = grid.ravel()
+        # Edges as floats: (ax, ay, bx, by, bx - ax, by - ay, squared length).
+        self.edges = [
+            (ax, ay, bx, by, bx - ax, by - ay, max((bx - ax) ** 2 + (by - ay) ** 2, 1e-300))
+            for (ax, ay), (bx, by) in zip(polygon.a.tolist(), polygon.b.tolist(), strict=True)
+        ]
+        self.last = np.array([nx, ny], np.float64)  # cell index of the far border
+        # Flat index of cell (x, y) in the bordered grid: x + 1 + (y + 1) * (nx + 2).
+        self.step = np.array([1.0, nx + 2.0])
+        self.offset = float(nx + 3)
 
     def classify(self, points: F64) -> NDArray[np.int8]:
         """``(K,)`` IN, OUT or UNKNOWN (exact test needed) for ``points (K, 2)``."""
-        cell = np.floor((points - self.origin) / self.cell)
-        on_grid = ((cell >= 0) & (cell < self.shape)).all(1)
-        cx, cy = np.clip(cell, 0, self.shape - 1).astype(np.intp).T
-        out: NDArray[np.int8] = np.where(on_grid, self.grid[cy, cx], np.int8(OUT))
+        cell = np.floor((points - self.origin) * (1.0 / self.cell))
+        np.clip(cell, -1.0, self.last, out=cell)
+        out: NDArray[np.int8] = self.flat[(cell @ self.step + self.offset).astype(np.intp)]
         return out
+
+    def depth(self, x: float, y: float) -> float:
+        """``Polygon.depth`` of one point, the same float operations in plain Python."""
+        nearest = math.inf
+        odd = False
+        for ax, ay, bx, by, abx, aby, length2 in self.edges:
+            t = ((x - ax) * abx + (y - ay) * aby) / length2
+            t = 0.0 if t < 0.0 else 1.0 if t > 1.0 else t
+            dx, dy = x - (ax + t * abx), y - (ay + t * aby)
+            nearest = min(nearest, math.sqrt(dx * dx + dy * dy))
+            if (ay > y) != (by > y) and x < ax + (y - ay) * (bx - ax) / (by - ay):
+                odd = not odd
+        return nearest if odd or nearest <= EPS else -nearest

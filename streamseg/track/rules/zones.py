@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from streamseg.track.rules.base import TIME_EPS, RuleBase
 from streamseg.track.rules.idstate import IdState
-from streamseg.track.rules.membership import IN, OUT, UNKNOWN, Membership
+from streamseg.track.rules.membership import IN, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
