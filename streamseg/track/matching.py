@@ -2,6 +2,7 @@
 
 * :func:`overlap_pairs` — the overlapping pairs of two sets of xyxy boxes
   and their IoU (numpy; every pair when few, else only nearby ones);
+  :func:`close_pairs` — the pairs of one set that overlap by a least IoU;
   :func:`box_iou` — the dense ``(N, M)`` matrix from it.
 * :class:`MaskGrid` — masks reduced to a coarse grid once per frame, and
   :func:`mask_iou` — pairwise IoU of grid masks, computed only for pairs
@@ -24,14 +25,22 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
-__all__ = ["MaskGrid", "assign", "box_iou", "grid_iou", "mask_iou", "overlap_pairs"]
+__all__ = [
+    "MaskGrid",
+    "assign",
+    "box_iou",
+    "close_pairs",
+    "grid_iou",
+    "mask_iou",
+    "overlap_pairs",
+]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 
 _NO_PAIRS = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
-DENSE_PAIRS = 8192  # up to this many box pairs, test them all (fewest numpy calls)
+DENSE_PAIRS = 128 * 128  # up to this many box pairs, test them all (fewest numpy calls)
 
 
 def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
@@ -95,6 +104,40 @@ def _near_pairs(a: F64, b: F64) -> tuple[I64, I64]:
     starts = lo.ravel() - np.cumsum(counts) + counts
     cols = order[np.repeat(starts, counts) + np.arange(total)]
     return rows, cols
+
+
+def close_pairs(boxes: F64, min_iou: float) -> tuple[I64, I64]:
+    """Pairs ``(i, j)``, ``i < j``, of ``boxes (N, 4)`` xyxy whose IoU is at least ``min_iou > 0``.
+
+    Two boxes overlap that much only if their left edges are within
+    ``(1 - min_iou)`` of the wider one's width (else even full height
+    overlap leaves too little), so after sorting by left edge each box is
+    compared with the few that follow it within that distance.
+    """
+    n = len(boxes)
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    x1 = boxes[:, 0]
+    order = np.argsort(x1, kind="stable")
+    sx = x1[order]
+    widest = max(float((boxes[:, 2] - x1).max()), 0.0)
+    reach = (1.0 - min_iou) * widest * (1 + 1e-9) + 1e-9
+    ahead = np.searchsorted(sx, sx + reach, side="right") - np.arange(1, n + 1)
+    total = int(ahead.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = np.repeat(np.arange(n), ahead)
+    second = first + 1 + np.arange(total) - np.repeat(np.cumsum(ahead) - ahead, ahead)
+    i, j = order[first], order[second]
+    a, b = boxes[i], boxes[j]
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    inter = np.maximum(iw, 0.0) * np.maximum(ih, 0.0)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    close = (inter / np.maximum(area_a + area_b - inter, 1e-12) >= min_iou) & (iw > 0) & (ih > 0)
+    i, j = i[close], j[close]
+    return np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)
 
 
 def box_iou(a: F64, b: F64) -> F64:

@@ -31,7 +31,14 @@ from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.kalman import KalmanBoxes
-from streamseg.track.matching import MaskGrid, assign, grid_iou, mask_iou, overlap_pairs
+from streamseg.track.matching import (
+    MaskGrid,
+    assign,
+    close_pairs,
+    grid_iou,
+    mask_iou,
+    overlap_pairs,
+)
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 
@@ -169,13 +176,16 @@ class ByteTracker:
 
         Overlap is box IoU, or grid-mask IoU with ``match: mask_iou``.
         """
-        r, c, iou = overlap_pairs(boxes, boxes)
+        if grid is None:
+            return close_pairs(boxes, self.settings.duplicate_iou)
+        r, c, _ = overlap_pairs(boxes, boxes)
         upper = np.flatnonzero(r < c)
-        r, c, iou = r[upper], c[upper], iou[upper]
-        if grid is not None and len(r):
+        r, c = r[upper], c[upper]
+        if len(r):
             iou = grid_iou(grid[torch.from_numpy(r)], grid[torch.from_numpy(c)])
-        close = np.flatnonzero(iou >= self.settings.duplicate_iou)
-        return r[close], c[close]
+            close = np.flatnonzero(iou >= self.settings.duplicate_iou)
+            r, c = r[close], c[close]
+        return r, c
 
     def _copies(self, det_of: I64, close: tuple[I64, I64]) -> I64:
         """Rows of tracks that have followed a second report of an older track's object.
