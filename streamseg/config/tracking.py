@@ -57,6 +57,13 @@ class TrackingConfig(StrictModel):
     low_match_iou: float = Field(
         default=0.5, gt=0, le=1, description="least IoU to pair a track and a low-score detection"
     )
+    low_match_inside: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="second round: also pair a track with a low-score detection whose box lies "
+        "at least this share inside the track's predicted (or, lost, last) box; null: IoU only",
+    )
     tentative_match_iou: float = Field(
         default=0.3, gt=0, le=1, description="least IoU to pair a tentative track"
     )

@@ -112,14 +112,20 @@ class ByteTracker:
         taken = np.zeros(len(boxes), bool)
 
         # One list of overlapping (track, detection) pairs serves all rounds.
-        r, c, iou = self._pairs(self.kalman.boxes(), boxes, labels, grid)
+        pred = self.kalman.boxes()
+        r, c, iou = self._pairs(pred, boxes, labels, grid)
         firm = t.state[r] != TENTATIVE
         fused = scores if s.fuse_score else None
         self._round(r, c, iou, firm & high[c] & (iou >= s.match_iou), det_of, taken, fused)
-        second = firm & low[c] & (iou >= s.low_match_iou)
+        second = firm & low[c]
         if second.any():
-            self._round(r, c, iou, second & (det_of[r] < 0), det_of, taken)
-        third = ~firm & high[c] & (iou >= s.tentative_match_iou)
+            second &= det_of[r] < 0
+            gate = iou >= s.low_match_iou
+            if s.low_match_inside is not None:
+                gate |= self._inside(r, c, second & ~gate, pred, boxes, s.low_match_inside)
+            self._round(r, c, iou, second & gate, det_of, taken)
+        sure = scores >= min(s.high_score, s.new_track_score)
+        third = ~firm & sure[c] & (iou >= s.tentative_match_iou)
         if third.any():
             self._round(r, c, iou, third & ~taken[c], det_of, taken)
 
@@ -132,7 +138,7 @@ class ByteTracker:
         gone = np.zeros(len(t), bool)
         gone[copies] = True
         removed = removed + self._miss(det_of < 0, gone)
-        starters = np.flatnonzero(high & ~taken & (scores >= s.new_track_score))
+        starters = np.flatnonzero(~taken & (scores >= max(s.new_track_score, s.low_score)))
         starters = self._not_duplicates(starters, det_of[matched], scores, close)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
@@ -275,6 +281,30 @@ class ByteTracker:
             r, c, iou = r[same], c[same], iou[same]
         return r, c, iou
 
+    def _inside(
+        self, r: I64, c: I64, cand: NDArray[np.bool_], pred: F64, boxes: F64, least: float
+    ) -> NDArray[np.bool_]:
+        """Pairs among ``cand`` whose detection lies at least ``least`` inside the track's box.
+
+        The share of the detection's area inside the track's predicted box
+        (or, for a lost track, the better of that and its last observed
+        box): the visible part of a partly hidden object shrinks inside the
+        box the track expects, so its IoU with that box falls.
+        """
+        out = np.zeros(len(r), bool)
+        k = np.flatnonzero(cand)
+        if len(k) == 0:
+            return out
+        rows, det = r[k], boxes[c[k]]
+        area = np.maximum((det[:, 2] - det[:, 0]) * (det[:, 3] - det[:, 1]), 1e-12)
+        share = _intersection(pred[rows], det) / area
+        lost = np.flatnonzero(self.table.state[rows] == LOST)
+        if len(lost):
+            last = _intersection(self.table.last_box[rows[lost]], det[lost]) / area[lost]
+            share[lost] = np.maximum(share[lost], last)
+        out[k] = share >= least
+        return out
+
     def _round(
         self,
         r: I64,
@@ -392,6 +422,14 @@ class ByteTracker:
     def snapshot_rows(self) -> tuple[TrackTable, F64]:
         """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
         return self.table, self.kalman.boxes()
+
+
+def _intersection(a: F64, b: F64) -> F64:
+    """Intersection area ``(K,)`` of the box pairs ``a[k]``, ``b[k]`` (``(K, 4)`` xyxy)."""
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    out: F64 = np.maximum(iw, 0.0) * np.maximum(ih, 0.0)
+    return out
 
 
 def _merge_pairs(r1: I64, c1: I64, v1: F64, r2: I64, c2: I64, v2: F64) -> tuple[I64, I64, F64]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 
 import numpy as np
 import torch
@@ -103,7 +104,7 @@ class Membership:
         get their exact depth.
         """
         if self._cells is None:
-            self._cells = _CellMap(self.polygon, self.band)
+            self._cells = _CellMap.of(self.polygon, self.band)
         points = anchors if len(idx) == len(anchors) else anchors[idx]
         sure = self._cells.classify(points)
         out: Bool = sure == IN
@@ -147,9 +148,21 @@ class _CellMap:
     everything beyond.
     """
 
-    CELL = 4.0  # pixels
-    MAX_CELLS = 512  # per side; larger zones get larger cells
+    CELL = 6.0  # pixels
+    MAX_CELLS = 256  # per side; larger zones get larger cells
     MARGIN = 1e-3  # pixels of slack for float rounding
+
+    _made: weakref.WeakKeyDictionary[Polygon, dict[float, _CellMap]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    @classmethod
+    def of(cls, polygon: Polygon, band: float) -> _CellMap:
+        """The map of ``polygon`` and ``band``, built once (rules on one zone share it)."""
+        maps = cls._made.setdefault(polygon, {})
+        if band not in maps:
+            maps[band] = cls(polygon, band)
+        return maps[band]
 
     def __init__(self, polygon: Polygon, band: float) -> None:
         extent = float((polygon.hi - polygon.lo).max()) + 2 * band
