@@ -64,6 +64,13 @@ class TrackingConfig(StrictModel):
         description="second round: also pair a track with a low-score detection whose box lies "
         "at least this share inside the track's predicted (or, lost, last) box; null: IoU only",
     )
+    lost_match_distance: float | None = Field(
+        default=None,
+        gt=0,
+        le=10,
+        description="last round: a lost track may take a free detection whose centre lies "
+        "within this many track sizes of its predicted or last seen centre; null: off",
+    )
     tentative_match_iou: float = Field(
         default=0.3, gt=0, le=1, description="least IoU to pair a tentative track"
     )

@@ -77,6 +77,7 @@ class ByteTracker:
         self.time: float | None = None
         self.next_id = 1
         self._grid: MaskGrid | None = None
+        self._labels: I64 = np.zeros(0, np.int64)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -100,6 +101,7 @@ class ByteTracker:
             the track id of each detection and the view for the alert rules.
         """
         s, t = self.settings, self.table
+        self._labels = labels
         dt = 0.0 if self.time is None else max(frame.time - self.time, 0.0)
         self.time = frame.time if self.time is None else max(self.time, frame.time)
         removed = self._expire(frame.time)
@@ -130,6 +132,10 @@ class ByteTracker:
             self._round(r, c, iou, third & ~taken[c], det_of, taken)
 
         close = self._close_detections(boxes, grid)
+        if s.lost_match_distance is not None:
+            usable = (scores >= s.low_score) & ~self._copy_of_taken(taken, close)
+            self._near_round(pred, boxes, usable, det_of, taken)
+
         copies = self._copies(det_of, close)
         det_of[copies] = -1
         matched = np.flatnonzero(det_of >= 0)
@@ -304,6 +310,45 @@ class ByteTracker:
             share[lost] = np.maximum(share[lost], last)
         out[k] = share >= least
         return out
+
+    @staticmethod
+    def _copy_of_taken(taken: NDArray[np.bool_], close: tuple[I64, I64]) -> NDArray[np.bool_]:
+        """Detections overlapping a taken one by ``duplicate_iou``: second reports of it."""
+        out = np.zeros(len(taken), bool)
+        i, j = close
+        out[i[taken[j]]] = True
+        out[j[taken[i]]] = True
+        return out
+
+    def _near_round(
+        self, pred: F64, boxes: F64, usable: NDArray[np.bool_], det_of: I64, taken: NDArray[np.bool_]
+    ) -> None:
+        """Lost tracks vs detections still free, by centre distance (no overlap needed).
+
+        A detection whose centre lies within ``lost_match_distance`` track
+        sizes (the longer side of the predicted box) of a lost track's
+        predicted centre, or of its last observed centre, may take that
+        track; nearest first (optimal assignment on distance).
+        """
+        t = self.table
+        rows = np.flatnonzero((t.state == LOST) & (det_of < 0))
+        dets = np.flatnonzero(usable & ~taken)
+        if len(rows) == 0 or len(dets) == 0:
+            return
+        size = np.maximum(pred[rows, 2:] - pred[rows, :2], 1.0).max(1)
+        centre = (boxes[dets, :2] + boxes[dets, 2:]) / 2
+        dist = np.full((len(rows), len(dets)), np.inf)
+        for box in (pred[rows], t.last_box[rows]):
+            mid = (box[:, :2] + box[:, 2:]) / 2
+            gap = np.linalg.norm(mid[:, None, :] - centre[None, :, :], axis=2) / size[:, None]
+            dist = np.minimum(dist, gap)
+        # Without overlap to go by, the class must agree (a detector's second
+        # report of a nearby object, as another class, is not taken).
+        dist[t.labels()[rows][:, None] != self._labels[dets][None, :]] = np.inf
+        r, c = np.nonzero(dist <= self.settings.lost_match_distance)
+        a, b = assign(r, c, dist[r, c], (len(rows), len(dets)))
+        det_of[rows[a]] = dets[b]
+        taken[dets[b]] = True
 
     def _round(
         self,
