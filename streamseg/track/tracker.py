@@ -133,7 +133,7 @@ class ByteTracker:
 
         close = self._close_detections(boxes, grid)
         if s.lost_match_distance is not None:
-            usable = (scores >= s.low_score) & ~self._copy_of_taken(taken, close)
+            usable = low & (scores >= s.lost_match_score) & ~self._copy_of_taken(taken, close)
             self._near_round(pred, boxes, usable, det_of, taken)
 
         copies = self._copies(det_of, close)
@@ -321,14 +321,21 @@ class ByteTracker:
         return out
 
     def _near_round(
-        self, pred: F64, boxes: F64, usable: NDArray[np.bool_], det_of: I64, taken: NDArray[np.bool_]
+        self,
+        pred: F64,
+        boxes: F64,
+        usable: NDArray[np.bool_],
+        det_of: I64,
+        taken: NDArray[np.bool_],
     ) -> None:
-        """Lost tracks vs detections still free, by centre distance (no overlap needed).
+        """Lost tracks vs ``usable`` detections still free, by centre distance (no overlap).
 
+        An object coming out from behind another shows a small, shifted
+        piece that overlaps neither the track's prediction nor its last box.
         A detection whose centre lies within ``lost_match_distance`` track
         sizes (the longer side of the predicted box) of a lost track's
         predicted centre, or of its last observed centre, may take that
-        track; nearest first (optimal assignment on distance).
+        track, if the classes agree; nearest first (optimal assignment).
         """
         t = self.table
         rows = np.flatnonzero((t.state == LOST) & (det_of < 0))

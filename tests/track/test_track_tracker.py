@@ -472,3 +472,24 @@ def test_near_pairs_and_close_pairs_equal_every_pair(
         i, j = matching.close_pairs(both, limit)
         want = {(p, q) for p, q in zip(*np.nonzero(full >= limit), strict=True) if p < q}
         assert set(zip(i.tolist(), j.tolist(), strict=True)) == want
+
+
+@pytest.mark.parametrize(
+    ("options", "score", "label", "kept"),
+    [
+        ({}, 0.3, 1, True),  # a small low-score piece near the prediction: same track
+        ({"lost_match_distance": None}, 0.3, 1, False),  # off: IoU 0.07 is too little
+        ({}, 0.15, 1, False),  # below lost_match_score
+        ({}, 0.3, 2, False),  # another class
+    ],
+)
+def test_lost_track_takes_a_small_piece_near_its_prediction(
+    options: dict[str, object], score: float, label: int, kept: bool
+) -> None:
+    d = Driver(**options)
+    for i in range(6):
+        d.step([[10 + 8 * i, 40, 40 + 8 * i, 70]])
+    d.step([])  # hidden: lost, predicted on at 8 px a frame
+    # Only an 8x8 corner shows, its centre 10 px from the predicted centre.
+    d.step([[75, 56, 83, 64]], scores=[score], labels=[label])
+    assert d.ids() == ([1] if kept else [-1])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import weakref
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -152,7 +153,7 @@ class _CellMap:
     MAX_CELLS = 256  # per side; larger zones get larger cells
     MARGIN = 1e-3  # pixels of slack for float rounding
 
-    _made: weakref.WeakKeyDictionary[Polygon, dict[float, _CellMap]] = (
+    _made: ClassVar[weakref.WeakKeyDictionary[Polygon, dict[float, _CellMap]]] = (
         weakref.WeakKeyDictionary()
     )
 
