@@ -21,8 +21,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
 __all__ = [
@@ -249,18 +247,15 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
 
     Small problems are solved at once. Large ones are split into connected
     groups: a group with one row (or one column) takes its cheapest pair;
-    the other groups are packed, whole, into block-diagonal problems of at
-    most ``DENSE_LIMIT`` cells (a group larger than that is one problem).
+    the other groups are packed, whole and in order, into block-diagonal
+    problems of about ``DENSE_LIMIT`` cells (a larger group is one problem).
     """
     if n_rows * n_cols <= DENSE_LIMIT:
         return [_dense(ri, ci, cost, n_rows, n_cols)]
-    graph = csr_matrix(
-        (np.ones(len(ri)), (ri, ci + n_rows)), shape=(n_rows + n_cols, n_rows + n_cols)
-    )
-    _, label = connected_components(graph, directed=False)
+    n_groups, label = _components(ri, ci + n_rows, n_rows + n_cols)
     group = label[ri]
-    rows_in = np.bincount(label[:n_rows], minlength=int(label.max()) + 1)
-    cols_in = np.bincount(label[n_rows:], minlength=int(label.max()) + 1)
+    rows_in = np.bincount(label[:n_rows], minlength=n_groups)
+    cols_in = np.bincount(label[n_rows:], minlength=n_groups)
     star = (rows_in[group] == 1) | (cols_in[group] == 1)
     # A one-row (or one-column) group: its cheapest pair.
     s_idx = np.flatnonzero(star)
@@ -271,30 +266,64 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     rest = np.flatnonzero(~star)
     if len(rest) == 0:
         return out
-    ur, rr = np.unique(ri[rest], return_inverse=True)
-    uc, cc = np.unique(ci[rest], return_inverse=True)
-    if len(ur) * len(uc) <= DENSE_LIMIT:
-        a, b = _dense(rr, cc, cost[rest], len(ur), len(uc))
-        return [*out, (ur[a], uc[b])]
-    # Pack whole groups into block-diagonal problems of at most DENSE_LIMIT cells.
-    g = group[rest]
-    pack = np.zeros(len(rows_in), np.int64)
-    n, size_r, size_c = 0, 0, 0
-    for gid in np.unique(g).tolist():
-        gr, gc = int(rows_in[gid]), int(cols_in[gid])
-        if size_r and (size_r + gr) * (size_c + gc) > DENSE_LIMIT:
-            n, size_r, size_c = n + 1, 0, 0
-        pack[gid] = n
-        size_r, size_c = size_r + gr, size_c + gc
-    p = pack[g]
-    order = np.argsort(p, kind="stable")
-    for chunk in np.split(order, np.flatnonzero(np.diff(p[order])) + 1):
-        idx = rest[chunk]
-        vr, lr = np.unique(ri[idx], return_inverse=True)
-        vc, lc = np.unique(ci[idx], return_inverse=True)
-        a, b = _dense(lr, lc, cost[idx], len(vr), len(vc))
-        out.append((vr[a], vc[b]))
+    # Pack groups in order: a new problem every ~sqrt(DENSE_LIMIT) rows + columns.
+    size = np.where(rows_in > 1, rows_in + cols_in, 0)
+    side = max(2 * math.isqrt(DENSE_LIMIT), 1)
+    pack = (np.cumsum(size) - size) // side
+    # Each row's (and column's) index within its problem; -1: in no problem.
+    r_pack = np.full(n_rows, -1, np.int64)
+    r_pack[ri[rest]] = pack[group[rest]]
+    c_pack = np.full(n_cols, -1, np.int64)
+    c_pack[ci[rest]] = pack[group[rest]]
+    r_local = _rank_within(r_pack)
+    c_local = _rank_within(c_pack)
+    p = pack[group[rest]]
+    order = rest[np.argsort(p, kind="stable")]
+    bounds = np.flatnonzero(np.diff(p[np.argsort(p, kind="stable")])) + 1
+    for chunk in np.split(order, bounds):
+        lr, lc = r_local[ri[chunk]], c_local[ci[chunk]]
+        a, b = _dense(lr, lc, cost[chunk], int(lr.max()) + 1, int(lc.max()) + 1)
+        picked = chunk[_pairs_at(lr, lc, a, b)]
+        out.append((ri[picked], ci[picked]))
     return out
+
+
+def _components(u: I64, v: I64, n: int) -> tuple[int, I64]:
+    """Connected components of the graph on ``n`` nodes with edges ``(u, v)``: count, labels.
+
+    Min-label propagation with pointer jumping (a few rounds of whole-array
+    numpy operations); labels are renumbered ``0..count-1`` by first node.
+    """
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[u], label[v])
+        new = label.copy()
+        np.minimum.at(new, u, low)
+        np.minimum.at(new, v, low)
+        new = new[new[new]]
+        if np.array_equal(new, label):
+            break
+        label = new
+    roots, out = np.unique(label, return_inverse=True)
+    return len(roots), out.astype(np.int64)
+
+
+def _rank_within(key: I64) -> I64:
+    """For each element, how many elements before it share its ``key``."""
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    start = np.searchsorted(sk, sk, side="left")
+    out = np.empty(len(key), np.int64)
+    out[order] = np.arange(len(key)) - start
+    return out
+
+
+def _pairs_at(lr: I64, lc: I64, a: I64, b: I64) -> I64:
+    """Positions ``k`` with ``(lr[k], lc[k])`` among the chosen ``(a, b)`` (pairs are distinct)."""
+    width = int(lc.max()) + 1
+    chosen = np.zeros((int(lr.max()) + 1) * width, bool)
+    chosen[a * width + b] = True
+    return np.flatnonzero(chosen[lr * width + lc])
 
 
 def _dense(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> tuple[I64, I64]:
