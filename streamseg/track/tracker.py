@@ -7,15 +7,21 @@ Each frame (``ByteTracker.update``):
    tracks unseen for longer than ``max_lost_seconds`` are removed first;
 2. detections split by score: *high* (``>= high_score``), *low*
    (``low_score <= s < high_score``), the rest is ignored;
-3. round 1: confirmed and lost tracks vs high detections (IoU of box or
-   mask, least ``match_iou``), optimal assignment; a lost track's IoU is
-   the better of its predicted box and its last observed box;
-4. round 2: confirmed and lost tracks still unmatched vs low detections
+3. one list of overlapping (track, detection) pairs (IoU of box or mask)
+   serves every round; a lost track's IoU is the better of its predicted
+   box and its last observed box;
+4. round 1: confirmed and lost tracks vs high detections (least
+   ``match_iou``), optimal assignment;
+5. round 2: confirmed and lost tracks still unmatched vs low detections
    (least ``low_match_iou``): a partly hidden object keeps its track;
-5. round 3: tentative tracks vs the high detections left (least
+6. round 3: tentative tracks vs the high detections left (least
    ``tentative_match_iou``); an unmatched tentative track is removed;
-6. matched tracks are corrected, unmatched confirmed ones become lost;
-   high detections left with ``score >= new_track_score`` start tentative
+7. round 4: lost tracks vs low detections still free, of the same class,
+   whose centre is within ``lost_match_distance`` track sizes of the
+   predicted or last seen centre (an object coming out from behind
+   another shows a small piece that overlaps too little);
+8. matched tracks are corrected, unmatched confirmed ones become lost;
+   detections left with ``score >= new_track_score`` start tentative
    tracks, confirmed after ``confirm_hits`` matched frames.
 
 State is kept as parallel numpy arrays (one row per live track) so every
