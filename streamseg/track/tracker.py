@@ -36,12 +36,17 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
+from streamseg.track.duplicates import (
+    Pairs,
+    close_detections,
+    copies_of,
+    first_reports,
+    shadowed,
+)
 from streamseg.track.kalman import KalmanBoxes
 from streamseg.track.matching import (
     MaskGrid,
     assign,
-    close_pairs,
-    grid_iou,
     mask_iou,
     overlap_pairs,
 )
@@ -137,9 +142,9 @@ class ByteTracker:
         if third.any():
             self._round(r, c, iou, third & ~taken[c], det_of, taken)
 
-        close = self._close_detections(boxes, grid)
+        close = close_detections(boxes, grid, s.duplicate_iou)
         if s.lost_match_distance is not None:
-            usable = low & (scores >= s.lost_match_score) & ~self._copy_of_taken(taken, close)
+            usable = low & (scores >= s.lost_match_score) & ~copies_of(taken, close)
             self._near_round(pred, boxes, usable, det_of, taken)
 
         copies = self._copies(det_of, close)
@@ -151,7 +156,7 @@ class ByteTracker:
         gone[copies] = True
         removed = removed + self._miss(det_of < 0, gone)
         starters = np.flatnonzero(~taken & (scores >= max(s.new_track_score, s.low_score)))
-        starters = self._not_duplicates(starters, det_of[matched], scores, close)
+        starters = first_reports(starters, det_of[matched], scores, close)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
 
@@ -189,77 +194,15 @@ class ByteTracker:
         self.kalman.select(keep)
         return gone
 
-    def _close_detections(self, boxes: F64, grid: Tensor | None) -> tuple[I64, I64]:
-        """Pairs ``(i, j)``, ``i < j``, of detections overlapping by ``duplicate_iou`` or more.
+    def _copies(self, det_of: I64, close: Pairs) -> I64:
+        """Rows of tracks that follow a second report of an older track's object.
 
-        Overlap is box IoU, or grid-mask IoU with ``match: mask_iou``.
-        """
-        if grid is None:
-            return close_pairs(boxes, self.settings.duplicate_iou)
-        r, c, _ = overlap_pairs(boxes, boxes)
-        upper = np.flatnonzero(r < c)
-        r, c = r[upper], c[upper]
-        if len(r):
-            iou = grid_iou(grid[torch.from_numpy(r)], grid[torch.from_numpy(c)])
-            close = np.flatnonzero(iou >= self.settings.duplicate_iou)
-            r, c = r[close], c[close]
-        return r, c
-
-    def _copies(self, det_of: I64, close: tuple[I64, I64]) -> I64:
-        """Rows of tracks that have followed a second report of an older track's object.
-
-        Two tracks can grow on one object when a detector reports it as two
-        classes and the copy was not caught at its start (it overlapped less
-        then, or the object's track was lost). A younger track whose
-        detection has overlapped an older track's by ``duplicate_iou`` in
-        each of the last ``duplicate_frames`` frames is such a copy; objects
-        that pass or cross each other overlap that much only briefly.
-        ``close``: the pairs of detections that overlap that much.
+        See :func:`streamseg.track.duplicates.shadowed`: a track shadowed in
+        each of the last ``duplicate_frames`` frames is such a copy.
         """
         t = self.table
-        shadowed = np.zeros(len(t), bool)
-        i, j = close
-        if len(i):
-            track_of = np.full(int(max(i.max(), j.max())) + 1, -1, np.int64)
-            rows = np.flatnonzero(det_of >= 0)
-            inside = det_of[rows] < len(track_of)
-            track_of[det_of[rows[inside]]] = rows[inside]
-            ti, tj = track_of[i], track_of[j]
-            both = (ti >= 0) & (tj >= 0)
-            ti, tj = ti[both], tj[both]
-            shadowed[np.where(t.ids[ti] > t.ids[tj], ti, tj)] = True
-        t.shadowed = np.where(shadowed, t.shadowed + 1, 0)
+        t.shadowed = np.where(shadowed(det_of, close, t.ids), t.shadowed + 1, 0)
         return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
-
-    def _not_duplicates(self, cands: I64, taken: I64, scores: F64, close: tuple[I64, I64]) -> I64:
-        """``cands`` less those overlapping a ``taken`` detection or a surer candidate.
-
-        Detectors that suppress overlaps per class report an object seen as
-        two classes twice; only the first report may become a track.
-        ``close``: the pairs of detections overlapping by ``duplicate_iou``.
-        """
-        i, j = close
-        if len(cands) == 0 or len(i) == 0:
-            return cands
-        n = int(max(i.max(), j.max(), cands.max())) + 1
-        is_cand = np.zeros(n, bool)
-        is_cand[cands] = True
-        is_taken = np.zeros(n, bool)
-        is_taken[taken[taken < n]] = True
-        # Both directions of each pair: (candidate, other detection).
-        a, b = np.concatenate((i, j)), np.concatenate((j, i))
-        keep = is_cand[a]
-        a, b = a[keep], b[keep]
-        free = is_cand.copy()
-        free[a[is_taken[b]]] = False
-        rank = np.zeros(n, np.int64)  # position in order of decreasing score
-        rank[cands[np.argsort(-scores[cands], kind="stable")]] = np.arange(len(cands))
-        surer = is_cand[b] & (rank[b] < rank[a])
-        a, b = a[surer], b[surer]
-        for k in np.argsort(rank[a], kind="stable").tolist():
-            if free[b[k]]:
-                free[a[k]] = False
-        return cands[free[cands]]
 
     def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:
@@ -315,15 +258,6 @@ class ByteTracker:
             last = _intersection(self.table.last_box[rows[lost]], det[lost]) / area[lost]
             share[lost] = np.maximum(share[lost], last)
         out[k] = share >= least
-        return out
-
-    @staticmethod
-    def _copy_of_taken(taken: NDArray[np.bool_], close: tuple[I64, I64]) -> NDArray[np.bool_]:
-        """Detections overlapping a taken one by ``duplicate_iou``: second reports of it."""
-        out = np.zeros(len(taken), bool)
-        i, j = close
-        out[i[taken[j]]] = True
-        out[j[taken[i]]] = True
         return out
 
     def _near_round(
