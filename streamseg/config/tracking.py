@@ -15,6 +15,7 @@ Example::
       new_track_score: 0.6    # an unmatched detection this confident starts a track
       confirm_hits: 2         # frames before a track is confirmed (and may alert)
       max_lost_seconds: 1.0   # a lost track is dropped after this long unseen
+      lost_match_distance: 0.5  # lost tracks also take nearby low-score detections
 """
 
 from __future__ import annotations
@@ -56,6 +57,27 @@ class TrackingConfig(StrictModel):
     )
     low_match_iou: float = Field(
         default=0.5, gt=0, le=1, description="least IoU to pair a track and a low-score detection"
+    )
+    low_match_inside: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="second round: also pair a track with a low-score detection whose box lies "
+        "at least this share inside the track's predicted (or, lost, last) box; null: IoU only",
+    )
+    lost_match_distance: float | None = Field(
+        default=0.5,
+        gt=0,
+        le=10,
+        description="last round: a lost track may take a free low-score detection of its class "
+        "whose centre lies within this many track sizes of its predicted or last seen centre; "
+        "null: off",
+    )
+    lost_match_score: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="least score of a detection in that last round (lower ones are mostly junk)",
     )
     tentative_match_iou: float = Field(
         default=0.3, gt=0, le=1, description="least IoU to pair a tentative track"

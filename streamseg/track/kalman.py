@@ -63,17 +63,16 @@ class KalmanBoxes:
 
     The four coordinates never mix: the motion couples each position only
     with its own velocity, and every noise is diagonal. So the ``8 x 8``
-    covariance is four independent ``2 x 2`` blocks, kept as three
-    ``(N, 4)`` arrays: ``pp`` (position variance), ``pv`` (covariance) and
-    ``vv`` (velocity variance). Every step is then a few element-wise
-    operations (no matrix inverse), exactly equal to the full filter.
+    covariance is four independent ``2 x 2`` blocks, kept as one
+    ``(N, 3, 4)`` array ``var``: position variance ``pp``, covariance
+    ``pv`` and velocity variance ``vv`` of each coordinate. Every step is
+    then a few element-wise operations (no matrix inverse), exactly equal
+    to the full filter.
     """
 
     def __init__(self) -> None:
         self.mean: F64 = np.zeros((0, 8))
-        self.pp: F64 = np.zeros((0, 4))
-        self.pv: F64 = np.zeros((0, 4))
-        self.vv: F64 = np.zeros((0, 4))
+        self.var: F64 = np.zeros((0, 3, 4))
 
     def __len__(self) -> int:
         return int(self.mean.shape[0])
@@ -84,27 +83,26 @@ class KalmanBoxes:
         n = len(self)
         out = np.zeros((n, 8, 8))
         i = np.arange(4)
-        out[:, i, i] = self.pp
-        out[:, i, i + 4] = self.pv
-        out[:, i + 4, i] = self.pv
-        out[:, i + 4, i + 4] = self.vv
+        out[:, i, i] = self.var[:, 0]
+        out[:, i, i + 4] = self.var[:, 1]
+        out[:, i + 4, i] = self.var[:, 1]
+        out[:, i + 4, i + 4] = self.var[:, 2]
         return out
 
     def add(self, boxes: F64) -> None:
         """Append tracks starting at ``boxes (K, 4)`` xyxy, velocity 0 (uncertain)."""
         z = boxes_to_xywh(boxes)
         s = _size_scale(z)
+        var = np.stack(
+            ((2 * MEASURE_STD * s) ** 2, np.zeros_like(z), (INIT_VELOCITY_STD * s) ** 2), 1
+        )
         self.mean = np.concatenate((self.mean, np.concatenate((z, np.zeros_like(z)), axis=1)))
-        self.pp = np.concatenate((self.pp, (2 * MEASURE_STD * s) ** 2))
-        self.pv = np.concatenate((self.pv, np.zeros_like(z)))
-        self.vv = np.concatenate((self.vv, (INIT_VELOCITY_STD * s) ** 2))
+        self.var = np.concatenate((self.var, var))
 
     def select(self, keep: NDArray[np.bool_] | NDArray[np.int64]) -> None:
         """Keep only rows ``keep`` (bool mask or indices), in that order."""
         self.mean = self.mean[keep]
-        self.pp = self.pp[keep]
-        self.pv = self.pv[keep]
-        self.vv = self.vv[keep]
+        self.var = self.var[keep]
 
     def predict(self, dt: float, frozen_size: NDArray[np.bool_] | None = None) -> None:
         """Advance all rows by ``dt`` seconds (``dt <= 0``: no motion, no added noise).
@@ -120,9 +118,10 @@ class KalmanBoxes:
         m[:, :4] += dt * m[:, 4:]
         # P' = F P F^T with F = [[1, dt], [0, 1]] per coordinate, plus noise.
         s2 = _size_scale(m[:, :4]) ** 2
-        self.pp += dt * (2.0 * self.pv + dt * self.vv) + (POSITION_STD**2 * dt) * s2
-        self.pv += dt * self.vv
-        self.vv += (VELOCITY_STD**2 * dt) * s2
+        pp, pv, vv = self.var[:, 0], self.var[:, 1], self.var[:, 2]
+        pp += dt * (2.0 * pv + dt * vv) + (POSITION_STD**2 * dt) * s2
+        pv += dt * vv
+        vv += (VELOCITY_STD**2 * dt) * s2
 
     def update(self, rows: NDArray[np.int64], boxes: F64) -> None:
         """Correct rows ``rows (K,)`` with measured ``boxes (K, 4)`` xyxy."""
@@ -130,7 +129,8 @@ class KalmanBoxes:
             return
         z = boxes_to_xywh(boxes)
         m = self.mean[rows]
-        pp, pv, vv = self.pp[rows], self.pv[rows], self.vv[rows]
+        var = self.var[rows]
+        pp, pv, vv = var[:, 0], var[:, 1], var[:, 2]
         r = (MEASURE_STD * _size_scale(m[:, :4])) ** 2
         # Gain per coordinate: K = (pp, pv) / (pp + r).
         inv = 1.0 / (pp + r)
@@ -139,9 +139,11 @@ class KalmanBoxes:
         m[:, :4] += kp * innov
         m[:, 4:] += kv * innov
         self.mean[rows] = m
-        self.pp[rows] = (1.0 - kp) * pp
-        self.pv[rows] = (1.0 - kp) * pv
-        self.vv[rows] = vv - kv * pv
+        vv -= kv * pv  # before pv changes
+        keep = 1.0 - kp
+        pv *= keep
+        pp *= keep
+        self.var[rows] = var
 
     def boxes(self) -> F64:
         """Current estimates as ``(N, 4)`` xyxy."""

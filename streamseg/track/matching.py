@@ -1,7 +1,8 @@
 """Association costs and optimal assignment.
 
 * :func:`overlap_pairs` — the overlapping pairs of two sets of xyxy boxes
-  and their IoU (numpy, sort-and-sweep: cost follows the nearby pairs);
+  and their IoU (numpy; every pair when few, else only nearby ones);
+  :func:`close_pairs` — the pairs of one set that overlap by a least IoU;
   :func:`box_iou` — the dense ``(N, M)`` matrix from it.
 * :class:`MaskGrid` — masks reduced to a coarse grid once per frame, and
   :func:`mask_iou` — pairwise IoU of grid masks, computed only for pairs
@@ -20,50 +21,121 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 from torch import Tensor
 
-__all__ = ["MaskGrid", "assign", "box_iou", "grid_iou", "mask_iou", "overlap_pairs"]
+__all__ = [
+    "MaskGrid",
+    "assign",
+    "box_iou",
+    "close_pairs",
+    "grid_iou",
+    "mask_iou",
+    "overlap_pairs",
+]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+
+_NO_PAIRS = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+DENSE_PAIRS = 128 * 128  # up to this many box pairs, test them all (fewest numpy calls)
 
 
 def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
     """The pairs of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes that overlap, with their IoU.
 
     Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64) and
-    ``iou (P,)`` > 0, rows ascending. Sort-and-sweep on x: only pairs whose
-    x ranges can meet are looked at, so the cost grows with the number of
-    nearby pairs, not with ``N * M``.
+    ``iou (P,)`` > 0, rows ascending. Up to ``DENSE_PAIRS`` pairs every pair
+    is tested; beyond, only the boxes of ``b`` near each box of ``a`` are
+    (see :func:`_near_pairs`), so the cost follows the number of nearby
+    pairs, not ``N * M``.
     """
     if len(a) == 0 or len(b) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    order = np.argsort(b[:, 0], kind="stable")
-    bx1 = b[order, 0]
-    widest = max(float((b[:, 2] - b[:, 0]).max()), 0.0)
-    # b overlaps a in x only if a.x1 - widest <= b.x1 < a.x2.
-    lo = np.searchsorted(bx1, a[:, 0] - widest, side="left")
-    hi = np.searchsorted(bx1, a[:, 2], side="left")
-    counts = np.maximum(hi - lo, 0)
+        return _NO_PAIRS
+    if len(a) * len(b) <= DENSE_PAIRS:
+        iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+        ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+        rows, cols = np.nonzero((iw > 0) & (ih > 0))
+        iw, ih = iw[rows, cols], ih[rows, cols]
+    else:
+        rows, cols = _near_pairs(a, b)
+        iw = np.minimum(a[rows, 2], b[cols, 2]) - np.maximum(a[rows, 0], b[cols, 0])
+        ih = np.minimum(a[rows, 3], b[cols, 3]) - np.maximum(a[rows, 1], b[cols, 1])
+        hit = np.flatnonzero((iw > 0) & (ih > 0))
+        rows, cols, iw, ih = rows[hit], cols[hit], iw[hit], ih[hit]
+    inter = iw * ih
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    iou: F64 = inter / np.maximum(area_a[rows] + area_b[cols] - inter, 1e-12)
+    return rows.astype(np.int64), cols.astype(np.int64), iou
+
+
+def _near_pairs(a: F64, b: F64) -> tuple[I64, I64]:
+    """Candidate pairs (a superset of the overlapping ones), rows ascending.
+
+    The boxes of ``b`` are sorted into horizontal strips as tall as the
+    tallest of them (by top edge), and by left edge within a strip. A box of
+    ``a`` can only meet boxes whose strip lies between its top (less one
+    strip) and its bottom, and whose left edge lies in
+    ``[a.x1 - widest, a.x2)``: one contiguous run of the sort order per
+    strip, found with ``searchsorted``.
+    """
+    ax1, ay1, ax2, ay2 = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+    bx1, by1 = b[:, 0], b[:, 1]
+    tall = max(float((b[:, 3] - by1).max()), 1.0)
+    wide = max(float((b[:, 2] - bx1).max()), 0.0)
+    x0 = min(float(bx1.min()), float(ax1.min())) - wide - 1.0
+    span = max(float(b[:, 2].max()), float(ax2.max())) - x0 + 1.0  # keeps strips apart
+    y0 = float(by1.min())
+    key = np.floor((by1 - y0) / tall) * span + (bx1 - x0)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    first = np.floor((ay1 - tall - y0) / tall)
+    last = np.floor((ay2 - y0) / tall)
+    n_strips = int((last - first).max()) + 1
+    strip = first[:, None] + np.arange(n_strips)[None, :]  # (N, S)
+    lo = np.searchsorted(key, strip * span + (ax1 - wide - x0)[:, None])
+    hi = np.searchsorted(key, strip * span + (ax2 - x0)[:, None])
+    counts = np.where((strip <= last[:, None]) & (strip >= 0), hi - lo, 0).ravel()
     total = int(counts.sum())
+    rows = np.repeat(np.repeat(np.arange(len(a), dtype=np.int64), n_strips), counts)
+    starts = lo.ravel() - np.cumsum(counts) + counts
+    cols = order[np.repeat(starts, counts) + np.arange(total)]
+    return rows, cols
+
+
+def close_pairs(boxes: F64, min_iou: float) -> tuple[I64, I64]:
+    """Pairs ``(i, j)``, ``i < j``, of ``boxes (N, 4)`` xyxy whose IoU is at least ``min_iou > 0``.
+
+    Two boxes overlap that much only if their left edges are within
+    ``(1 - min_iou)`` of the wider one's width (else even full height
+    overlap leaves too little), so after sorting by left edge each box is
+    compared with the few that follow it within that distance.
+    """
+    n = len(boxes)
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    x1 = boxes[:, 0]
+    order = np.argsort(x1, kind="stable")
+    sx = x1[order]
+    widest = max(float((boxes[:, 2] - x1).max()), 0.0)
+    reach = (1.0 - min_iou) * widest * (1 + 1e-9) + 1e-9
+    ahead = np.searchsorted(sx, sx + reach, side="right") - np.arange(1, n + 1)
+    total = int(ahead.sum())
     if total == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    rows = np.repeat(np.arange(len(a), dtype=np.int64), counts)
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    cols = order[starts + np.arange(total)].astype(np.int64)
-    pa, pb = a[rows], b[cols]
-    iw = np.minimum(pa[:, 2], pb[:, 2]) - np.maximum(pa[:, 0], pb[:, 0])
-    ih = np.minimum(pa[:, 3], pb[:, 3]) - np.maximum(pa[:, 1], pb[:, 1])
-    hit = (iw > 0) & (ih > 0)
-    rows, cols, pa, pb = rows[hit], cols[hit], pa[hit], pb[hit]
-    inter = iw[hit] * ih[hit]
-    area_a = (pa[:, 2] - pa[:, 0]) * (pa[:, 3] - pa[:, 1])
-    area_b = (pb[:, 2] - pb[:, 0]) * (pb[:, 3] - pb[:, 1])
-    union = area_a + area_b - inter
-    iou: F64 = inter / np.maximum(union, 1e-12)
-    return rows, cols, iou
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = np.repeat(np.arange(n), ahead)
+    second = first + 1 + np.arange(total) - np.repeat(np.cumsum(ahead) - ahead, ahead)
+    i, j = order[first], order[second]
+    a, b = boxes[i], boxes[j]
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    inter = np.maximum(iw, 0.0) * np.maximum(ih, 0.0)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    close = (inter / np.maximum(area_a + area_b - inter, 1e-12) >= min_iou) & (iw > 0) & (ih > 0)
+    i, j = i[close], j[close]
+    return np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)
 
 
 def box_iou(a: F64, b: F64) -> F64:
@@ -175,18 +247,15 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
 
     Small problems are solved at once. Large ones are split into connected
     groups: a group with one row (or one column) takes its cheapest pair;
-    the other groups are packed, whole, into block-diagonal problems of at
-    most ``DENSE_LIMIT`` cells (a group larger than that is one problem).
+    the other groups are packed, whole and in order, into block-diagonal
+    problems of about ``DENSE_LIMIT`` cells (a larger group is one problem).
     """
     if n_rows * n_cols <= DENSE_LIMIT:
         return [_dense(ri, ci, cost, n_rows, n_cols)]
-    graph = csr_matrix(
-        (np.ones(len(ri)), (ri, ci + n_rows)), shape=(n_rows + n_cols, n_rows + n_cols)
-    )
-    _, label = connected_components(graph, directed=False)
+    n_groups, label = _components(ri, ci + n_rows, n_rows + n_cols)
     group = label[ri]
-    rows_in = np.bincount(label[:n_rows], minlength=int(label.max()) + 1)
-    cols_in = np.bincount(label[n_rows:], minlength=int(label.max()) + 1)
+    rows_in = np.bincount(label[:n_rows], minlength=n_groups)
+    cols_in = np.bincount(label[n_rows:], minlength=n_groups)
     star = (rows_in[group] == 1) | (cols_in[group] == 1)
     # A one-row (or one-column) group: its cheapest pair.
     s_idx = np.flatnonzero(star)
@@ -197,30 +266,64 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     rest = np.flatnonzero(~star)
     if len(rest) == 0:
         return out
-    ur, rr = np.unique(ri[rest], return_inverse=True)
-    uc, cc = np.unique(ci[rest], return_inverse=True)
-    if len(ur) * len(uc) <= DENSE_LIMIT:
-        a, b = _dense(rr, cc, cost[rest], len(ur), len(uc))
-        return [*out, (ur[a], uc[b])]
-    # Pack whole groups into block-diagonal problems of at most DENSE_LIMIT cells.
-    g = group[rest]
-    pack = np.zeros(len(rows_in), np.int64)
-    n, size_r, size_c = 0, 0, 0
-    for gid in np.unique(g).tolist():
-        gr, gc = int(rows_in[gid]), int(cols_in[gid])
-        if size_r and (size_r + gr) * (size_c + gc) > DENSE_LIMIT:
-            n, size_r, size_c = n + 1, 0, 0
-        pack[gid] = n
-        size_r, size_c = size_r + gr, size_c + gc
-    p = pack[g]
-    order = np.argsort(p, kind="stable")
-    for chunk in np.split(order, np.flatnonzero(np.diff(p[order])) + 1):
-        idx = rest[chunk]
-        vr, lr = np.unique(ri[idx], return_inverse=True)
-        vc, lc = np.unique(ci[idx], return_inverse=True)
-        a, b = _dense(lr, lc, cost[idx], len(vr), len(vc))
-        out.append((vr[a], vc[b]))
+    # Pack groups in order: a new problem every ~sqrt(DENSE_LIMIT) rows + columns.
+    size = np.where(rows_in > 1, rows_in + cols_in, 0)
+    side = max(2 * math.isqrt(DENSE_LIMIT), 1)
+    pack = (np.cumsum(size) - size) // side
+    # Each row's (and column's) index within its problem; -1: in no problem.
+    r_pack = np.full(n_rows, -1, np.int64)
+    r_pack[ri[rest]] = pack[group[rest]]
+    c_pack = np.full(n_cols, -1, np.int64)
+    c_pack[ci[rest]] = pack[group[rest]]
+    r_local = _rank_within(r_pack)
+    c_local = _rank_within(c_pack)
+    p = pack[group[rest]]
+    order = rest[np.argsort(p, kind="stable")]
+    bounds = np.flatnonzero(np.diff(p[np.argsort(p, kind="stable")])) + 1
+    for chunk in np.split(order, bounds):
+        lr, lc = r_local[ri[chunk]], c_local[ci[chunk]]
+        a, b = _dense(lr, lc, cost[chunk], int(lr.max()) + 1, int(lc.max()) + 1)
+        picked = chunk[_pairs_at(lr, lc, a, b)]
+        out.append((ri[picked], ci[picked]))
     return out
+
+
+def _components(u: I64, v: I64, n: int) -> tuple[int, I64]:
+    """Connected components of the graph on ``n`` nodes with edges ``(u, v)``: count, labels.
+
+    Min-label propagation with pointer jumping (a few rounds of whole-array
+    numpy operations); labels are renumbered ``0..count-1`` by first node.
+    """
+    label = np.arange(n)
+    while True:
+        low = np.minimum(label[u], label[v])
+        new = label.copy()
+        np.minimum.at(new, u, low)
+        np.minimum.at(new, v, low)
+        new = new[new[new]]
+        if np.array_equal(new, label):
+            break
+        label = new
+    roots, out = np.unique(label, return_inverse=True)
+    return len(roots), out.astype(np.int64)
+
+
+def _rank_within(key: I64) -> I64:
+    """For each element, how many elements before it share its ``key``."""
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    start = np.searchsorted(sk, sk, side="left")
+    out = np.empty(len(key), np.int64)
+    out[order] = np.arange(len(key)) - start
+    return out
+
+
+def _pairs_at(lr: I64, lc: I64, a: I64, b: I64) -> I64:
+    """Positions ``k`` with ``(lr[k], lc[k])`` among the chosen ``(a, b)`` (pairs are distinct)."""
+    width = int(lc.max()) + 1
+    chosen = np.zeros((int(lr.max()) + 1) * width, bool)
+    chosen[a * width + b] = True
+    return np.flatnonzero(chosen[lr * width + lc])
 
 
 def _dense(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> tuple[I64, I64]:

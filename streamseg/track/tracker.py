@@ -7,15 +7,21 @@ Each frame (``ByteTracker.update``):
    tracks unseen for longer than ``max_lost_seconds`` are removed first;
 2. detections split by score: *high* (``>= high_score``), *low*
    (``low_score <= s < high_score``), the rest is ignored;
-3. round 1: confirmed and lost tracks vs high detections (IoU of box or
-   mask, least ``match_iou``), optimal assignment; a lost track's IoU is
-   the better of its predicted box and its last observed box;
-4. round 2: confirmed and lost tracks still unmatched vs low detections
+3. one list of overlapping (track, detection) pairs (IoU of box or mask)
+   serves every round; a lost track's IoU is the better of its predicted
+   box and its last observed box;
+4. round 1: confirmed and lost tracks vs high detections (least
+   ``match_iou``), optimal assignment;
+5. round 2: confirmed and lost tracks still unmatched vs low detections
    (least ``low_match_iou``): a partly hidden object keeps its track;
-5. round 3: tentative tracks vs the high detections left (least
+6. round 3: tentative tracks vs the high detections left (least
    ``tentative_match_iou``); an unmatched tentative track is removed;
-6. matched tracks are corrected, unmatched confirmed ones become lost;
-   high detections left with ``score >= new_track_score`` start tentative
+7. round 4: lost tracks vs low detections still free, of the same class,
+   whose centre is within ``lost_match_distance`` track sizes of the
+   predicted or last seen centre (an object coming out from behind
+   another shows a small piece that overlaps too little);
+8. matched tracks are corrected, unmatched confirmed ones become lost;
+   detections left with ``score >= new_track_score`` start tentative
    tracks, confirmed after ``confirm_hits`` matched frames.
 
 State is kept as parallel numpy arrays (one row per live track) so every
@@ -30,8 +36,20 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from streamseg.config.tracking import TrackingConfig
+from streamseg.track.duplicates import (
+    Pairs,
+    close_detections,
+    copies_of,
+    first_reports,
+    shadowed,
+)
 from streamseg.track.kalman import KalmanBoxes
-from streamseg.track.matching import MaskGrid, assign, grid_iou, mask_iou, overlap_pairs
+from streamseg.track.matching import (
+    MaskGrid,
+    assign,
+    mask_iou,
+    overlap_pairs,
+)
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 
@@ -70,6 +88,7 @@ class ByteTracker:
         self.time: float | None = None
         self.next_id = 1
         self._grid: MaskGrid | None = None
+        self._labels: I64 = np.zeros(0, np.int64)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -93,32 +112,42 @@ class ByteTracker:
             the track id of each detection and the view for the alert rules.
         """
         s, t = self.settings, self.table
+        self._labels = labels
         dt = 0.0 if self.time is None else max(frame.time - self.time, 0.0)
         self.time = frame.time if self.time is None else max(self.time, frame.time)
         removed = self._expire(frame.time)
         t.new_frame()
         self.kalman.predict(dt, frozen_size=t.state == LOST)
         grid = self._det_grid(frame.image_size, masks)
-        high = np.flatnonzero(scores >= s.high_score)
-        low = np.flatnonzero((scores >= s.low_score) & (scores < s.high_score))
+        high = scores >= s.high_score
+        low = (scores >= s.low_score) & ~high
         det_of = np.full(len(t), -1, np.int64)
+        taken = np.zeros(len(boxes), bool)
+
+        # One list of overlapping (track, detection) pairs serves all rounds.
         pred = self.kalman.boxes()
+        r, c, iou = self._pairs(pred, boxes, labels, grid)
+        firm = t.state[r] != TENTATIVE
+        fused = scores if s.fuse_score else None
+        self._round(r, c, iou, firm & high[c] & (iou >= s.match_iou), det_of, taken, fused)
+        second = firm & low[c]
+        if second.any():
+            second &= det_of[r] < 0
+            gate = iou >= s.low_match_iou
+            if s.low_match_inside is not None:
+                gate |= self._inside(r, c, second & ~gate, pred, boxes, s.low_match_inside)
+            self._round(r, c, iou, second & gate, det_of, taken)
+        sure = scores >= min(s.high_score, s.new_track_score)
+        third = ~firm & sure[c] & (iou >= s.tentative_match_iou)
+        if third.any():
+            self._round(r, c, iou, third & ~taken[c], det_of, taken)
 
-        pool = np.flatnonzero(t.state != TENTATIVE)
-        r, c = self._match(pool, high, pred, boxes, scores, labels, grid, s.match_iou, s.fuse_score)
-        det_of[pool[r]] = high[c]
-        high_left = np.delete(high, c)
-        active = pool[det_of[pool] < 0]
-        r, c = self._match(active, low, pred, boxes, scores, labels, grid, s.low_match_iou)
-        det_of[active[r]] = low[c]
-        tentative = np.flatnonzero(t.state == TENTATIVE)
-        r, c = self._match(
-            tentative, high_left, pred, boxes, scores, labels, grid, s.tentative_match_iou
-        )
-        det_of[tentative[r]] = high_left[c]
-        high_left = np.delete(high_left, c)
+        close = close_detections(boxes, grid, s.duplicate_iou)
+        if s.lost_match_distance is not None:
+            usable = low & (scores >= s.lost_match_score) & ~copies_of(taken, close)
+            self._near_round(pred, boxes, usable, det_of, taken)
 
-        copies = self._copies(det_of, boxes, grid)
+        copies = self._copies(det_of, close)
         det_of[copies] = -1
         matched = np.flatnonzero(det_of >= 0)
         t.det[matched] = det_of[matched]
@@ -126,8 +155,8 @@ class ByteTracker:
         gone = np.zeros(len(t), bool)
         gone[copies] = True
         removed = removed + self._miss(det_of < 0, gone)
-        starters = high_left[scores[high_left] >= s.new_track_score]
-        starters = self._not_duplicates(starters, det_of[matched], boxes, scores, grid)
+        starters = np.flatnonzero(~taken & (scores >= max(s.new_track_score, s.low_score)))
+        starters = first_reports(starters, det_of[matched], scores, close)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
 
@@ -165,56 +194,15 @@ class ByteTracker:
         self.kalman.select(keep)
         return gone
 
-    def _copies(self, det_of: I64, boxes: F64, grid: Tensor | None) -> I64:
-        """Rows of tracks that have followed a second report of an older track's object.
+    def _copies(self, det_of: I64, close: Pairs) -> I64:
+        """Rows of tracks that follow a second report of an older track's object.
 
-        Two tracks can grow on one object when a detector reports it as two
-        classes and the copy was not caught at its start (it overlapped less
-        then, or the object's track was lost). A younger track whose
-        detection has overlapped an older track's by ``duplicate_iou`` in
-        each of the last ``duplicate_frames`` frames is such a copy; objects
-        that pass or cross each other overlap that much only briefly.
+        See :func:`streamseg.track.duplicates.shadowed`: a track shadowed in
+        each of the last ``duplicate_frames`` frames is such a copy.
         """
         t = self.table
-        rows = np.flatnonzero(det_of >= 0)
-        shadowed = np.zeros(len(t), bool)
-        if len(rows) >= 2:
-            r, c, iou = self._overlap(det_of[rows], det_of[rows], boxes, grid)
-            ids = t.ids[rows]
-            pair = (iou >= self.settings.duplicate_iou) & (ids[r] > ids[c])
-            shadowed[rows[r[pair]]] = True
-        t.shadowed = np.where(shadowed, t.shadowed + 1, 0)
+        t.shadowed = np.where(shadowed(det_of, close, t.ids), t.shadowed + 1, 0)
         return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
-
-    def _overlap(self, a: I64, b: I64, boxes: F64, grid: Tensor | None) -> tuple[I64, I64, F64]:
-        """Overlapping pairs of detections ``a`` and ``b``: box IoU, or grid-mask IoU."""
-        r, c, iou = overlap_pairs(boxes[a], boxes[b])
-        if grid is not None and len(r):
-            iou = grid_iou(grid[torch.from_numpy(a[r])], grid[torch.from_numpy(b[c])])
-        return r, c, iou
-
-    def _not_duplicates(
-        self, cands: I64, taken: I64, boxes: F64, scores: F64, grid: Tensor | None
-    ) -> I64:
-        """``cands`` less those overlapping a ``taken`` detection or a surer candidate.
-
-        Detectors that suppress overlaps per class report an object seen as
-        two classes twice; only the first report may become a track. Overlap
-        is box IoU, or mask IoU on the grid with ``match: mask_iou``.
-        """
-        limit = self.settings.duplicate_iou
-        if len(cands) == 0:
-            return cands
-        order = cands[np.argsort(-scores[cands], kind="stable")]
-        r, _, iou = self._overlap(order, taken, boxes, grid)
-        free = np.ones(len(order), bool)
-        free[r[iou >= limit]] = False
-        r, c, iou = self._overlap(order, order, boxes, grid)
-        close = (iou >= limit) & (c < r)  # c: a surer candidate than r
-        for i, j in zip(r[close].tolist(), c[close].tolist(), strict=True):
-            if free[j]:
-                free[i] = False
-        return np.sort(order[free])
 
     def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:
@@ -223,52 +211,129 @@ class ByteTracker:
             self._grid = MaskGrid(size, self.settings.mask_iou_resolution)
         return self._grid.reduce(masks)
 
-    def _match(
-        self,
-        rows: I64,
-        dets: I64,
-        pred: F64,
-        boxes: F64,
-        scores: F64,
-        labels: I64,
-        grid: Tensor | None,
-        min_iou: float,
-        fuse: bool = False,
-    ) -> tuple[I64, I64]:
-        """Optimal pairs between track ``rows`` and detection indices ``dets`` (positions)."""
-        if len(rows) == 0 or len(dets) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        r, c, iou = overlap_pairs(pred[rows], boxes[dets])
-        lost = np.flatnonzero(self.table.state[rows] == LOST)
+    def _pairs(
+        self, pred: F64, boxes: F64, labels: I64, grid: Tensor | None
+    ) -> tuple[I64, I64, F64]:
+        """Overlapping (track row, detection) pairs and their IoU, for every round.
+
+        A lost track counts the better of its predicted and its last
+        observed box: its motion estimate is least reliable after an
+        occlusion (the visible part of a hiding object moves and shrinks
+        oddly), and an object that stopped behind something is found where
+        it was last seen. With ``class_aware``, pairs of different classes
+        are left out.
+        """
+        t = self.table
+        r, c, iou = overlap_pairs(pred, boxes)
+        lost = np.flatnonzero(t.state == LOST)
         if len(lost):
-            # A lost track may also be found where it was last seen: its
-            # motion estimate is least reliable after an occlusion (the
-            # visible part of a hiding object moves and shrinks oddly).
-            r2, c2, iou2 = overlap_pairs(self.table.last_box[rows[lost]], boxes[dets])
+            r2, c2, iou2 = overlap_pairs(t.last_box[lost], boxes)
             r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
-            iou = self._mask_iou(rows, dets, pred, r, c, iou, grid)
-        ok = iou >= min_iou
+            iou = self._mask_iou(pred, r, c, iou, grid)
         if self.settings.class_aware:
-            ok &= self.table.labels()[rows[r]] == labels[dets[c]]
-        r, c, iou = r[ok], c[ok], iou[ok]
-        cost = 1.0 - (iou * scores[dets[c]] if fuse else iou)
-        return assign(r, c, cost, (len(rows), len(dets)))
+            same = np.flatnonzero(t.labels()[r] == labels[c])
+            r, c, iou = r[same], c[same], iou[same]
+        return r, c, iou
 
-    def _mask_iou(
-        self, rows: I64, dets: I64, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor
-    ) -> F64:
+    def _inside(
+        self, r: I64, c: I64, cand: NDArray[np.bool_], pred: F64, boxes: F64, least: float
+    ) -> NDArray[np.bool_]:
+        """Pairs among ``cand`` whose detection lies at least ``least`` inside the track's box.
+
+        The share of the detection's area inside the track's predicted box
+        (or, for a lost track, the better of that and its last observed
+        box): the visible part of a partly hidden object shrinks inside the
+        box the track expects, so its IoU with that box falls.
+        """
+        out = np.zeros(len(r), bool)
+        k = np.flatnonzero(cand)
+        if len(k) == 0:
+            return out
+        rows, det = r[k], boxes[c[k]]
+        area = np.maximum((det[:, 2] - det[:, 0]) * (det[:, 3] - det[:, 1]), 1e-12)
+        share = _intersection(pred[rows], det) / area
+        lost = np.flatnonzero(self.table.state[rows] == LOST)
+        if len(lost):
+            last = _intersection(self.table.last_box[rows[lost]], det[lost]) / area[lost]
+            share[lost] = np.maximum(share[lost], last)
+        out[k] = share >= least
+        return out
+
+    def _near_round(
+        self,
+        pred: F64,
+        boxes: F64,
+        usable: NDArray[np.bool_],
+        det_of: I64,
+        taken: NDArray[np.bool_],
+    ) -> None:
+        """Lost tracks vs ``usable`` detections still free, by centre distance (no overlap).
+
+        An object coming out from behind another shows a small, shifted
+        piece that overlaps neither the track's prediction nor its last box.
+        A detection whose centre lies within ``lost_match_distance`` track
+        sizes (the longer side of the predicted box) of a lost track's
+        predicted centre, or of its last observed centre, may take that
+        track, if the classes agree; nearest first (optimal assignment).
+        """
+        t = self.table
+        rows = np.flatnonzero((t.state == LOST) & (det_of < 0))
+        dets = np.flatnonzero(usable & ~taken)
+        if len(rows) == 0 or len(dets) == 0:
+            return
+        size = np.maximum(pred[rows, 2:] - pred[rows, :2], 1.0).max(1)
+        centre = (boxes[dets, :2] + boxes[dets, 2:]) / 2
+        dist = np.full((len(rows), len(dets)), np.inf)
+        for box in (pred[rows], t.last_box[rows]):
+            mid = (box[:, :2] + box[:, 2:]) / 2
+            gap = np.linalg.norm(mid[:, None, :] - centre[None, :, :], axis=2) / size[:, None]
+            dist = np.minimum(dist, gap)
+        # Without overlap to go by, the class must agree (a detector's second
+        # report of a nearby object, as another class, is not taken).
+        dist[t.labels()[rows][:, None] != self._labels[dets][None, :]] = np.inf
+        r, c = np.nonzero(dist <= self.settings.lost_match_distance)
+        a, b = assign(r, c, dist[r, c], (len(rows), len(dets)))
+        det_of[rows[a]] = dets[b]
+        taken[dets[b]] = True
+
+    def _round(
+        self,
+        r: I64,
+        c: I64,
+        iou: F64,
+        allowed: NDArray[np.bool_],
+        det_of: I64,
+        taken: NDArray[np.bool_],
+        scores: F64 | None = None,
+    ) -> None:
+        """Optimal assignment among the ``allowed`` pairs; records it in ``det_of`` / ``taken``.
+
+        Cost ``1 - IoU``, or ``1 - IoU * score`` when ``scores`` are given.
+        """
+        sel = np.flatnonzero(allowed)
+        if len(sel) == 0:
+            return
+        rows, cols = r[sel], c[sel]
+        cost = 1.0 - (iou[sel] * scores[cols] if scores is not None else iou[sel])
+        a, b = assign(rows, cols, cost, (len(det_of), len(taken)))
+        det_of[a] = b
+        taken[b] = True
+
+    def _mask_iou(self, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor) -> F64:
         """Mask IoU of the box-overlapping pairs ``(r, c)`` whose track has a mask."""
         t = self.table
-        assert self._grid is not None and t.grid is not None
-        has = t.has_grid[rows[r]]
+        assert self._grid is not None
+        if t.grid is None:
+            return iou
+        has = t.has_grid[r]
         if not has.any():
             return iou
-        tr = rows[r[has]]
+        tr = r[has]
         centre = (pred[tr, :2] + pred[tr, 2:]) / 2
         shifts = (centre - t.grid_xy[tr]) / self._grid.stride
         track_masks = t.grid[torch.from_numpy(tr)]
-        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), dets[c[has]])
+        m = mask_iou(track_masks, shifts, grid, np.arange(len(tr)), c[has])
         out = iou.copy()
         out[has] = m
         return out
@@ -349,6 +414,14 @@ class ByteTracker:
     def snapshot_rows(self) -> tuple[TrackTable, F64]:
         """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
         return self.table, self.kalman.boxes()
+
+
+def _intersection(a: F64, b: F64) -> F64:
+    """Intersection area ``(K,)`` of the box pairs ``a[k]``, ``b[k]`` (``(K, 4)`` xyxy)."""
+    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
+    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
+    out: F64 = np.maximum(iw, 0.0) * np.maximum(ih, 0.0)
+    return out
 
 
 def _merge_pairs(r1: I64, c1: I64, v1: F64, r2: I64, c2: I64, v2: F64) -> tuple[I64, I64, F64]:

@@ -447,3 +447,49 @@ def test_lost_track_takes_a_low_score_detection() -> None:
     d.step([[11, 10, 41, 40]], scores=[0.3])  # found again, partly hidden
     assert d.ids() == [1]
     assert d.stage.tracks("cam")[0].state == TrackState.CONFIRMED
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_near_pairs_and_close_pairs_equal_every_pair(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Boxes of very different sizes, some identical, some touching edges only.
+    from streamseg.track import matching
+
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0, 400, (120, 2))
+    a = np.concatenate((a, a + rng.uniform(0, 1, (120, 2)) ** 3 * 200), axis=1)
+    b = np.concatenate((a[:40] + rng.normal(0, 3, (40, 4)), a[40:80], rng.permutation(a)[:50]))
+    b[:5, 0] = a[:5, 2]  # touching on the left edge: no overlap
+    dense = box_iou(a, b)
+    monkeypatch.setattr(matching, "DENSE_PAIRS", 0)  # the strip sweep
+    rows, cols, iou = overlap_pairs(a, b)
+    assert len(rows) == int((dense > 0).sum()) and (np.diff(rows) >= 0).all()
+    np.testing.assert_allclose(iou, dense[rows, cols], atol=1e-12)
+    both = np.concatenate((a, b))
+    full = box_iou(both, both)
+    for limit in (0.3, 0.7, 1.0):
+        i, j = matching.close_pairs(both, limit)
+        want = {(p, q) for p, q in zip(*np.nonzero(full >= limit), strict=True) if p < q}
+        assert set(zip(i.tolist(), j.tolist(), strict=True)) == want
+
+
+@pytest.mark.parametrize(
+    ("options", "score", "label", "kept"),
+    [
+        ({}, 0.3, 1, True),  # a small low-score piece near the prediction: same track
+        ({"lost_match_distance": None}, 0.3, 1, False),  # off: IoU 0.07 is too little
+        ({}, 0.15, 1, False),  # below lost_match_score
+        ({}, 0.3, 2, False),  # another class
+    ],
+)
+def test_lost_track_takes_a_small_piece_near_its_prediction(
+    options: dict[str, object], score: float, label: int, kept: bool
+) -> None:
+    d = Driver(**options)
+    for i in range(6):
+        d.step([[10 + 8 * i, 40, 40 + 8 * i, 70]])
+    d.step([])  # hidden: lost, predicted on at 8 px a frame
+    # Only an 8x8 corner shows, its centre 10 px from the predicted centre.
+    d.step([[75, 56, 83, 64]], scores=[score], labels=[label])
+    assert d.ids() == ([1] if kept else [-1])

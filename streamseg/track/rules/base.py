@@ -84,15 +84,32 @@ class RuleBase:
         self.cooldown = cooldown
         self.include_mask = include_mask
         self._last: dict[tuple[int, str], float] = {}
+        # The class filter as a look-up table over label ids, and a hashable key of it.
+        self._labels_key = None if labels is None else tuple(labels.tolist())
+        self._allowed = np.zeros(0 if labels is None else int(labels.max(initial=-1)) + 1, bool)
+        if labels is not None:
+            self._allowed[labels] = True
 
     def eligible(self, view: TrackView) -> I64:
-        """Positions in ``view`` of the tracks this rule watches (class and score filters)."""
+        """Positions in ``view`` of the tracks this rule watches (class and score filters).
+
+        Rules with the same filters share the answer within a frame.
+        """
+        key = ("eligible", self.min_score, self._labels_key)
+        out: I64 = view.memo(key, lambda: self._eligible(view))
+        return out
+
+    def _eligible(self, view: TrackView) -> I64:
         ok = view.scores >= self.min_score
         if self.labels is not None:
-            ok &= np.isin(view.labels, self.labels)
+            allowed = self._allowed
+            labels = view.labels
+            if len(labels) and int(labels.max()) >= len(allowed):
+                allowed = np.concatenate((allowed, np.zeros(int(labels.max()) + 1, bool)))
+            ok &= allowed[labels]
         if ok.all():
             return np.arange(len(view), dtype=np.int64)
-        return np.flatnonzero(ok).astype(np.int64)
+        return np.flatnonzero(ok)
 
     def cooled(self, track_id: int, kind: str, now: float) -> bool:
         """True (and the time recorded) when ``track_id`` may trigger ``kind`` now."""

@@ -5,17 +5,24 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["IdState"]
+__all__ = ["IdState", "Slots"]
 
 I64 = NDArray[np.int64]
 I8 = NDArray[np.int8]
+
+# Where ids sit in an IdState: positions into its sorted ids, and which were found.
+Slots = tuple[I64, NDArray[np.bool_]]
+
+_END = np.iinfo(np.int64).max  # sentinel id after the last real one
 
 
 class IdState:
     """A small integer (int8) per track id, with ``default`` for ids never set.
 
     Ids are kept sorted next to their values, so reading or writing ``K``
-    ids is one ``searchsorted`` instead of ``K`` dictionary look-ups.
+    ids is one ``searchsorted`` instead of ``K`` dictionary look-ups; a
+    frame that reads and then writes the same ids finds them once
+    (:meth:`find`, then ``get`` / ``set`` with ``slots``).
 
     Example:
         >>> s = IdState(default=-1)
@@ -26,45 +33,58 @@ class IdState:
 
     def __init__(self, default: int) -> None:
         self.default = default
-        self.ids: I64 = np.zeros(0, np.int64)
-        self.values: I8 = np.zeros(0, np.int8)
+        # One sentinel past the end: every searchsorted position is valid.
+        self._ids: I64 = np.array([_END], np.int64)
+        self._values: I8 = np.array([default], np.int8)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._ids) - 1
 
-    def _find(self, ids: I64) -> tuple[I64, NDArray[np.bool_]]:
-        if len(self.ids) == 0:
-            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
-        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return pos, self.ids[pos] == ids
+    @property
+    def ids(self) -> I64:
+        """The stored ids, ascending."""
+        return self._ids[:-1]
 
-    def get(self, ids: I64) -> I8:
+    @property
+    def values(self) -> I8:
+        """Their values."""
+        return self._values[:-1]
+
+    def find(self, ids: I64) -> Slots:
+        """Where ``ids (K,)`` are stored (for ``get`` / ``set`` with ``slots``)."""
+        pos = np.searchsorted(self._ids, ids)
+        return pos, self._ids[pos] == ids
+
+    def get(self, ids: I64, slots: Slots | None = None) -> I8:
         """``(K,)`` values of ``ids (K,)`` (``default`` for unknown ids)."""
-        pos, found = self._find(ids)
-        if len(self.ids) == 0:
-            return np.full(len(ids), self.default, np.int8)
-        out: I8 = np.where(found, self.values[pos], self.default).astype(np.int8)
+        pos, found = self.find(ids) if slots is None else slots
+        out: I8 = np.where(found, self._values[pos], np.int8(self.default))
         return out
 
-    def set(self, ids: I64, values: ArrayLike) -> None:
-        """Store ``values (K,)`` for distinct ``ids (K,)``."""
+    def set(self, ids: I64, values: ArrayLike, slots: Slots | None = None) -> None:
+        """Store ``values (K,)`` for distinct ``ids (K,)`` (``slots``: from ``find(ids)``)."""
         vals = np.broadcast_to(np.asarray(values, np.int8), ids.shape)
-        pos, found = self._find(ids)
-        self.values[pos[found]] = vals[found]
-        if not found.all():
-            all_ids = np.concatenate((self.ids, ids[~found]))
-            all_vals = np.concatenate((self.values, vals[~found]))
-            order = np.argsort(all_ids, kind="stable")
-            self.ids, self.values = all_ids[order], all_vals[order]
+        pos, found = self.find(ids) if slots is None else slots
+        if found.all():
+            self._values[pos] = vals
+            return
+        self._values[pos[found]] = vals[found]
+        new = ~found
+        all_ids = np.concatenate((self._ids, ids[new]))
+        all_vals = np.concatenate((self._values, vals[new]))
+        order = np.argsort(all_ids, kind="stable")
+        self._ids, self._values = all_ids[order], all_vals[order]
 
     def drop(self, ids: I64) -> I8:
         """Forget ``ids``; returns their values before (``default`` if unknown)."""
         if len(ids) == 0:
             return np.zeros(0, np.int8)
-        before = self.get(ids)
-        if len(self.ids):
-            keep = ~np.isin(self.ids, ids)
-            self.ids, self.values = self.ids[keep], self.values[keep]
+        pos, found = self.find(ids)
+        before = self.get(ids, (pos, found))
+        if found.any():
+            keep = np.ones(len(self._ids), bool)
+            keep[pos[found]] = False
+            self._ids, self._values = self._ids[keep], self._values[keep]
         return before
 
     def ids_with(self, value: int) -> I64:

@@ -69,6 +69,9 @@ class LineRule(RuleBase):
         # Per track: (side + 1) + 4 * pending; 3 (side "2") for a track not seen yet.
         self.state = IdState(default=3)
         self.counts = {"line_in": 0, "line_out": 0}
+        # Signed distance to the line as one product: right-hand normal, offset.
+        self._normal = np.array([-segment.d[1], segment.d[0]]) / segment.length
+        self._offset = float(self._normal @ segment.p)
 
     @classmethod
     def from_config(cls, rule: Any, context: RuleContext) -> LineRule:
@@ -84,35 +87,41 @@ class LineRule(RuleBase):
         )
 
     def update(self, view: TrackView) -> list[Event]:
+        if len(view.removed_ids):
+            self.state.drop(view.removed_ids)
+            self.forget(view.removed_ids)
         idx = self.eligible(view)
-        self.state.drop(view.removed_ids)
-        self.forget(view.removed_ids)
         if len(idx) == 0:
             return []
-        ids = view.ids[idx]
-        code = self.state.get(ids)
-        side = (code % 4 - 1).astype(np.int8)
+        every = len(idx) == len(view)
+        ids = view.ids if every else view.ids[idx]
+        slots = self.state.find(ids)
+        code = self.state.get(ids, slots)
+        start = view.anchors(self.anchor, "prev_boxes")
+        end = view.anchors(self.anchor)
+        if not every:
+            start, end = start[idx], end[idx]
+        # Signed distances to the infinite line (NaN for a track's first box).
+        d0 = start @ self._normal - self._offset
+        d = end @ self._normal - self._offset
+        side = code % 4 - 1
         pending = code >= 4
-        start = view.anchors(self.anchor, "prev_boxes")[idx]
-        end = view.anchors(self.anchor)[idx]
-        d0 = self.segment.signed_distance(start)  # NaN for a track's first box
-        new = side == 2
-        if new.any():
+        new = np.flatnonzero(side == 2)
+        if len(new):
             # A track new to this rule starts from its previous observation, if any.
             side[new] = np.where(np.abs(d0[new]) > self.band, np.sign(d0[new]), 0)
-        d = self.segment.signed_distance(end)
         # Only a path with ends on both sides of the line (or on it) can touch it.
-        near = (d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS)
-        if near.any():
+        near = np.flatnonzero((d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS))
+        if len(near):
             pending[near] |= self.segment.touched_by(start[near], end[near])
         clear = np.abs(d) > self.band
         to = np.sign(d).astype(np.int8)
-        crossed = clear & pending & (side != 0) & (to != side)
-        side = np.where(clear, to, side).astype(np.int8)
+        crossed = np.flatnonzero(clear & pending & (side != 0) & (to != side))
+        side = np.where(clear, to, side)
         pending &= ~clear
-        self.state.set(ids, (side + 1) + 4 * pending)
+        self.state.set(ids, (side + 1) + 4 * pending.view(np.int8), slots)
         events: list[Event] = []
-        for k in np.flatnonzero(crossed).tolist():
+        for k in crossed.tolist():
             kind = "line_in" if int(to[k]) == self.in_sign else "line_out"
             events += self._crossing(kind, view, int(idx[k]))
         return events

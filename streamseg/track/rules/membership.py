@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
+from typing import ClassVar
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from streamseg.geometry import Polygon
+from streamseg.geometry import EPS, Polygon
 from streamseg.track.view import TrackView
 
 __all__ = ["MASK_GRID", "Membership"]
@@ -36,6 +38,7 @@ Bool = NDArray[np.bool_]
 
 MASK_GRID = 160
 UNKNOWN, OUT, IN = -1, 0, 1
+FEW = 16  # up to this many points, exact depths in plain Python (numpy's per-call cost dominates)
 
 
 class Membership:
@@ -64,38 +67,58 @@ class Membership:
         self.mask_fraction = mask_fraction
         self.mask_band = mask_band
         self._raster: tuple[tuple[int, int], int, torch.Tensor] | None = None
+        self._cells: _CellMap | None = None
         self._warned = False
+        # Least depth (or mask share) to be inside, indexed by previous state + 1:
+        # unknown (boundary included), out (``band`` inside), in (less than
+        # ``band`` outside: the next float above ``-band``).
+        stay = 0.0 if band <= 0 else float(np.nextafter(-band, np.inf))
+        self._least_depth: F64 = np.array([0.0, band, stay])
+        share = mask_fraction if mask_fraction is not None else 0.0
+        self._least_share: F64 = np.array([share, share, share - mask_band])
 
     def step(self, view: TrackView, idx: I64, prev: NDArray[np.int8]) -> Bool:
         """New inside state ``(K,)`` of tracks ``idx`` of ``view`` given ``prev`` (-1/0/1)."""
+        # Each previous state (unknown, out, in) has its own least value to be inside.
         if self.mask_fraction is not None and view.masks is not None:
-            f = self._fractions(view, idx)
-            enter = f >= self.mask_fraction
-            stay = f >= self.mask_fraction - self.mask_band
-            first = enter
-        else:
-            if self.mask_fraction is not None and not self._warned:
-                self._warned = True
-                log.warning(
-                    "alerts: zone membership by mask, but frames have no masks: "
-                    "using the box anchor instead"
-                )
-            depth = self._depth(view)[idx]
-            enter = depth >= self.band
-            stay = (depth >= 0) | (-depth < self.band)
-            first = depth >= 0
-        out: Bool = np.where(prev == IN, stay, np.where(prev == OUT, enter, first))
-        return out
+            least = self._least_share
+            out: Bool = self._fractions(view, idx) >= least[prev + 1]
+            return out
+        if self.mask_fraction is not None and not self._warned:
+            self._warned = True
+            log.warning(
+                "alerts: zone membership by mask, but frames have no masks: "
+                "using the box anchor instead"
+            )
+        return self._by_anchor(view.anchors(self.anchor), idx, prev)
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
         """``(K,)``: the track's first observed box had its anchor in the zone."""
         return self.polygon.contains(view.anchors(self.anchor, "first_boxes")[idx])
 
-    def _depth(self, view: TrackView) -> F64:
-        """Depth of every track's anchor in ``view`` (shared by rules on the same zone)."""
-        polygon, anchor = self.polygon, self.anchor
-        key = ("depth", id(polygon), anchor)
-        out: F64 = view.memo(key, lambda: polygon.depth(view.anchors(anchor)))
+    def _by_anchor(self, anchors: F64, idx: I64, prev: NDArray[np.int8]) -> Bool:
+        """Inside states of ``anchors[idx]`` by depth, exact depths only near the boundary.
+
+        A point in a cell of the zone's :class:`_CellMap` that lies wholly
+        ``band`` deep inside (or ``band`` beyond the boundary) is in (or out)
+        whatever its previous state; only points in cells near the boundary
+        get their exact depth.
+        """
+        if self._cells is None:
+            self._cells = _CellMap.of(self.polygon, self.band)
+        points = anchors if len(idx) == len(anchors) else anchors[idx]
+        sure = self._cells.classify(points)
+        out: Bool = sure == IN
+        unsure = np.flatnonzero(sure == UNKNOWN)
+        if len(unsure) > FEW:
+            depth = self.polygon.depth(points[unsure])
+            out[unsure] = depth >= self._least_depth[prev[unsure] + 1]
+        elif len(unsure):
+            least = self._least_depth.tolist()
+            for k, (x, y), p in zip(
+                unsure.tolist(), points[unsure].tolist(), prev[unsure].tolist(), strict=True
+            ):
+                out[k] = self._cells.depth(x, y) >= least[p + 1]
         return out
 
     def _fractions(self, view: TrackView, idx: I64) -> F64:
@@ -113,3 +136,77 @@ class Membership:
         frac = torch.where(area > 0, inside / area.clamp(min=1), torch.zeros_like(area))
         out: F64 = frac.numpy()
         return out
+
+
+class _CellMap:
+    """Which square cells around a polygon lie wholly in or out of it, with ``band`` to spare.
+
+    Cells of ``CELL`` pixels cover the polygon's bounding box grown by
+    ``band`` and one cell. A cell is ``IN`` when its centre's depth is at
+    least ``band`` plus the cell's half diagonal (so every point of it is
+    ``band`` deep: depth changes no faster than distance), ``OUT`` when at
+    most minus that, else ``UNKNOWN``. A border of ``OUT`` cells stands for
+    everything beyond.
+    """
+
+    CELL = 6.0  # pixels
+    MAX_CELLS = 256  # per side; larger zones get larger cells
+    MARGIN = 1e-3  # pixels of slack for float rounding
+
+    _made: ClassVar[weakref.WeakKeyDictionary[Polygon, dict[float, _CellMap]]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    @classmethod
+    def of(cls, polygon: Polygon, band: float) -> _CellMap:
+        """The map of ``polygon`` and ``band``, built once (rules on one zone share it)."""
+        maps = cls._made.setdefault(polygon, {})
+        if band not in maps:
+            maps[band] = cls(polygon, band)
+        return maps[band]
+
+    def __init__(self, polygon: Polygon, band: float) -> None:
+        extent = float((polygon.hi - polygon.lo).max()) + 2 * band
+        self.cell = max(self.CELL, extent / (self.MAX_CELLS - 4))
+        self.origin = polygon.lo - band - self.cell
+        nx, ny = np.ceil((polygon.hi + band + self.cell - self.origin) / self.cell).astype(int)
+        xs = self.origin[0] + (np.arange(nx) + 0.5) * self.cell
+        ys = self.origin[1] + (np.arange(ny) + 0.5) * self.cell
+        gx, gy = np.meshgrid(xs, ys)
+        depth = polygon.depth(np.stack((gx.ravel(), gy.ravel()), axis=1)).reshape(ny, nx)
+        sure = band + self.cell * math.sqrt(0.5) + self.MARGIN
+        grid = np.full((ny + 2, nx + 2), OUT, np.int8)  # with the border
+        inner = grid[1:-1, 1:-1]
+        inner[:] = UNKNOWN
+        inner[depth >= sure] = IN
+        inner[depth <= -sure] = OUT
+        self.flat = grid.ravel()
+        # Edges as floats: (ax, ay, bx, by, bx - ax, by - ay, squared length).
+        self.edges = [
+            (ax, ay, bx, by, bx - ax, by - ay, max((bx - ax) ** 2 + (by - ay) ** 2, 1e-300))
+            for (ax, ay), (bx, by) in zip(polygon.a.tolist(), polygon.b.tolist(), strict=True)
+        ]
+        self.last = np.array([nx, ny], np.float64)  # cell index of the far border
+        # Flat index of cell (x, y) in the bordered grid: x + 1 + (y + 1) * (nx + 2).
+        self.step = np.array([1.0, nx + 2.0])
+        self.offset = float(nx + 3)
+
+    def classify(self, points: F64) -> NDArray[np.int8]:
+        """``(K,)`` IN, OUT or UNKNOWN (exact test needed) for ``points (K, 2)``."""
+        cell = np.floor((points - self.origin) * (1.0 / self.cell))
+        np.clip(cell, -1.0, self.last, out=cell)
+        out: NDArray[np.int8] = self.flat[(cell @ self.step + self.offset).astype(np.intp)]
+        return out
+
+    def depth(self, x: float, y: float) -> float:
+        """``Polygon.depth`` of one point, the same float operations in plain Python."""
+        nearest = math.inf
+        odd = False
+        for ax, ay, bx, by, abx, aby, length2 in self.edges:
+            t = ((x - ax) * abx + (y - ay) * aby) / length2
+            t = 0.0 if t < 0.0 else 1.0 if t > 1.0 else t
+            dx, dy = x - (ax + t * abx), y - (ay + t * aby)
+            nearest = min(nearest, math.sqrt(dx * dx + dy * dy))
+            if (ay > y) != (by > y) and x < ax + (y - ay) * (bx - ax) / (by - ay):
+                odd = not odd
+        return nearest if odd or nearest <= EPS else -nearest

@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from streamseg.track.rules.base import TIME_EPS, RuleBase
 from streamseg.track.rules.idstate import IdState
-from streamseg.track.rules.membership import IN, OUT, UNKNOWN, Membership
+from streamseg.track.rules.membership import IN, UNKNOWN, Membership
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
@@ -37,21 +37,31 @@ class _ZoneTracking(RuleBase):
         self.inside = IdState(default=UNKNOWN)  # track id -> OUT / IN
         self.since: dict[int, float] = {}
 
-    def _advance(self, view: TrackView) -> tuple[I64, NDArray[np.int8], NDArray[np.bool_]]:
-        """Positions, previous and new inside states of the watched tracks; stores the new."""
+    def _advance(self, view: TrackView) -> tuple[I64, NDArray[np.int8], NDArray[np.bool_], I64]:
+        """The watched tracks' positions, previous and new inside states, and which changed.
+
+        Returns ``idx (K,)`` positions in ``view``, ``prev (K,)`` (-1/0/1),
+        ``now_in (K,)`` bool and ``moved``: positions into ``idx`` whose
+        state changed (first sightings included). Stores the new states.
+        """
         idx = self.eligible(view)
-        ids = view.ids[idx]
-        prev = self.inside.get(ids)
+        ids = view.ids if len(idx) == len(view) else view.ids[idx]
+        slots = self.inside.find(ids)
+        prev = self.inside.get(ids, slots)
         now_in = self.membership.step(view, idx, prev)
-        # A track seen for the first time is stored either way, so that its
-        # next frames use the hysteresis and it is never again "first seen".
-        changed = (now_in != (prev == IN)) | (prev == UNKNOWN)
-        if changed.any():
-            self.inside.set(ids[changed], np.where(now_in[changed], IN, OUT))
-        return idx, prev, now_in
+        # OUT = 0 and IN = 1 are the bool's own bytes. A track seen for the
+        # first time (UNKNOWN) is stored either way, so that its next frames
+        # use the hysteresis and it is never again "first seen".
+        code = now_in.view(np.int8)
+        moved = np.flatnonzero(code != prev)
+        if len(moved):
+            self.inside.set(ids, code, slots)
+        return idx, prev, now_in, moved
 
     def _drop_removed(self, view: TrackView) -> list[tuple[int, int, float]]:
         """Forget removed tracks; return ``(position in removed, id, since)`` of those inside."""
+        if len(view.removed_ids) == 0:
+            return []
         out = []
         was = self.inside.drop(view.removed_ids)
         for r, tid in enumerate(view.removed_ids.tolist()):
@@ -94,10 +104,11 @@ class ZoneRule(_ZoneTracking):
         )
 
     def update(self, view: TrackView) -> list[Event]:
-        idx, prev, now_in = self._advance(view)
+        idx, prev, now_in, moved = self._advance(view)
         events: list[Event] = []
         now = view.frame.time
-        entering = np.flatnonzero(now_in & (prev != IN))
+        entering = moved[now_in[moved]]
+        leaving = moved[prev[moved] == IN]  # changed, so now out
         if len(entering):
             born = self.membership.born_inside(view, idx[entering]) & (prev[entering] == UNKNOWN)
             for k, initial in zip(entering.tolist(), born.tolist(), strict=True):
@@ -108,7 +119,7 @@ class ZoneRule(_ZoneTracking):
                     continue
                 extra = {"initial": True} if initial else {}
                 events += self._emit("enter", view, i, extra)
-        for k in np.flatnonzero(~now_in & (prev == IN)).tolist():
+        for k in leaving.tolist():
             i = int(idx[k])
             since = self.since.pop(int(view.ids[i]), now)
             events += self._emit("exit", view, i, {"seconds_inside": round(now - since, 3)})
@@ -148,15 +159,15 @@ class DwellRule(_ZoneTracking):
         return cls(seconds=rule.seconds, repeat=rule.repeat, **context.zone_options(rule))
 
     def update(self, view: TrackView) -> list[Event]:
-        idx, prev, now_in = self._advance(view)
+        idx, prev, now_in, moved = self._advance(view)
         now = view.frame.time
-        for k in np.flatnonzero(now_in & (prev != IN)).tolist():
+        for k in moved[now_in[moved]].tolist():
             i = int(idx[k])
             initial = prev[k] == UNKNOWN and bool(
                 self.membership.born_inside(view, idx[k : k + 1])[0]
             )
             self.since[int(view.ids[i])] = float(view.first_seen[i]) if initial else now
-        for k in np.flatnonzero(~now_in & (prev == IN)).tolist():
+        for k in moved[prev[moved] == IN].tolist():
             tid = int(view.ids[int(idx[k])])
             self.since.pop(tid, None)
             self.fired.pop(tid, None)
