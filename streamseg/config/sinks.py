@@ -30,7 +30,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import AfterValidator, Discriminator, Field, SecretStr, Tag, field_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.config.redis import RedisConfig, RedisTLSConfig
@@ -160,11 +160,21 @@ SINK_TYPES: dict[str, SinkType] = {
 }
 
 
+def _entry_type(value: Any) -> Any:
+    return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+
+
 def _entry_union() -> Any:
-    models = tuple(t.config for t in SINK_TYPES.values())
+    models = tuple(Annotated[t.config, Tag(key)] for key, t in SINK_TYPES.items())
     if len(models) == 1:
-        return models[0]
-    return Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007
+        return SINK_TYPES[PRIMARY_SINK].config
+    names = ", ".join(repr(t) for t in SINK_TYPES)
+    pick = Discriminator(
+        _entry_type,
+        custom_error_type="sink_type",
+        custom_error_message=f"type is required and must be one of {names} (e.g. type: mqtt)",
+    )
+    return Annotated[Union[models], pick]  # noqa: UP007
 
 
 if TYPE_CHECKING:
