@@ -1,7 +1,7 @@
 """The sink interface, and the outage buffer and reconnect loop every sink shares.
 
-A sink delivers the pipeline's messages somewhere (Redis Streams today; an
-MQTT broker next). The runtime holds a list of them and hands each message
+A sink delivers the pipeline's messages somewhere (Redis Streams, an MQTT
+broker). The runtime holds a list of them and hands each message
 to every one::
 
     sink.start(listener)        # connect in the background; report to listener
