@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
 from streamseg.config.redis import RedisConfig
@@ -84,11 +84,19 @@ def test_topics_and_the_same_bytes_as_redis(
     sub.close()
 
 
+def tracer() -> tuple[FrameTracer, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return FrameTracer(provider.get_tracer("test"), enabled=True), exporter
+
+
 def test_broker_restart_loses_nothing_at_qos1(mosquitto: MosquittoServer) -> None:
     sub = MQTTSubscriber(mosquitto, "site/#")
     sink = mqtt_sink(mosquitto.url, topic_prefix="site")
     rec = Recorder()
-    sink.start(Listener(rec))
+    frames, exporter = tracer()
+    sink.start(Listener(rec), tracer=frames)
     sink.submit([message(i) for i in range(50)])
     assert sink.flush(10)
     mosquitto.stop()
@@ -106,6 +114,15 @@ def test_broker_restart_loses_nothing_at_qos1(mosquitto: MosquittoServer) -> Non
     assert health.dropped == 0 and health.reconnects == 1 and health.connected
     assert rec.attempts[-1] is True and False in rec.attempts
     assert rec.errors and {op for op, _kind in rec.errors} <= {"publish", "connect"}
+    spans = exporter.get_finished_spans()
+    failed = [sp for sp in spans if sp.status.status_code is StatusCode.ERROR]
+    assert failed and all((sp.attributes or {}).get("error.type") for sp in failed)
+    sent = sum(
+        int((sp.attributes or {}).get("messaging.batch.message_count", 1))
+        for sp in spans
+        if sp not in failed
+    )
+    assert sent == 100  # each message in exactly one successful send span
     assert sink.close() == 0
     sub.close()
 
@@ -142,12 +159,9 @@ def test_credentials_and_tls(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
 
 
 def test_send_spans_follow_the_messaging_conventions(mosquitto: MosquittoServer) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = FrameTracer(provider.get_tracer("test"), enabled=True)
+    frames, exporter = tracer()
     sink = mqtt_sink(mosquitto.url)
-    sink.start(tracer=tracer)
+    sink.start(tracer=frames)
     sink.submit(batch())
     assert sink.flush(10)
     sink.close()
