@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what streamseg needs on a fresh Debian machine, skipping what is
 # already there: Debian packages (redis-server, GStreamer's RTSP server for the
-# tests, ffmpeg), a virtual environment in .venv, and the package itself.
+# tests, mosquitto for the MQTT tests, ffmpeg), a virtual environment in .venv, and the package itself.
 #
 #   scripts/setup.sh          # runtime only
 #   scripts/setup.sh --dev    # plus test and lint tools
@@ -13,7 +13,7 @@ extras=""
 
 debs=(redis-server ffmpeg g++)  # g++ builds the native ops on first use
 if [ -n "$extras" ]; then
-  debs+=(openssl gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
+  debs+=(openssl mosquitto gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
          gstreamer1.0-plugins-base gstreamer1.0-plugins-good
          gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
 fi

@@ -14,7 +14,7 @@ unique ``name``; every message goes to every sink::
 
 :data:`SINK_TYPES` is the only list of sink types: the config models of
 ``sinks:`` entries (and their ``type`` values) and the builders the runtime
-calls come from it. A new type (MQTT, say) is one new file in
+calls come from it. A new type is one new file in
 ``streamseg/publish/`` (a ``streamseg.publish.sink.BufferedSink`` subclass
 and its ``build_sink(config, name=...)``), its config model next to
 ``RedisSinkConfig`` below, and one line in ``SINK_TYPES``. The models live
@@ -26,15 +26,24 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import urllib.parse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Discriminator, Field, SecretStr, Tag, field_validator
 
 from streamseg.config.base import StrictModel
-from streamseg.config.redis import RedisConfig
+from streamseg.config.redis import RedisConfig, RedisTLSConfig
 
-__all__ = ["PRIMARY_SINK", "SINK_TYPES", "RedisSinkConfig", "SinkConfig", "SinkEntry", "SinkType"]
+__all__ = [
+    "PRIMARY_SINK",
+    "SINK_TYPES",
+    "MQTTSinkConfig",
+    "RedisSinkConfig",
+    "SinkConfig",
+    "SinkEntry",
+    "SinkType",
+]
 
 PRIMARY_SINK = "redis"  # the name of the sink the ``redis:`` section describes
 
@@ -61,6 +70,80 @@ class RedisSinkConfig(RedisConfig, SinkEntry):
     type: Literal["redis"]
 
 
+class MQTTSinkConfig(SinkEntry):
+    """An MQTT broker (Home Assistant, Frigate, Node-RED, ...): the same JSON as Redis.
+
+    Topics: ``<topic_prefix>/<camera>/detections`` and ``<topic_prefix>/alerts``.
+    ``mqtts://`` (or ``tls.enabled``) turns TLS on; ``tls`` takes the same PEM
+    files as Redis's. ``username``/``password`` are usually ``${MQTT_USERNAME}``
+    and ``${MQTT_PASSWORD}``.
+    """
+
+    type: Literal["mqtt"]
+    url: str = "mqtt://127.0.0.1:1883"
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: RedisTLSConfig = RedisTLSConfig()
+    client_id: str | None = Field(
+        default=None, description="MQTT client id (default: streamseg-<sink name>-<pid>)"
+    )
+    topic_prefix: str = "streamseg"
+    qos: Literal[0, 1, 2] = 1
+    retain: bool = False
+    keepalive: int = Field(default=30, ge=5, le=3600, description="seconds")
+    buffer_max_messages: int = Field(
+        default=10_000, ge=1, description="messages kept while the broker is away"
+    )
+    max_batch: int = Field(default=256, ge=1, description="messages per write")
+    reconnect_initial: float = Field(default=0.2, gt=0, le=60)
+    reconnect_max: float = Field(default=10.0, gt=0, le=600)
+    socket_timeout: float = Field(
+        default=5.0, gt=0, le=600, description="seconds to wait for CONNACK and PUBACKs"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        try:
+            parts = urllib.parse.urlsplit(value)
+            parts.port  # noqa: B018 - raises on a bad port
+        except ValueError as exc:
+            raise ValueError(f"malformed mqtt url ({exc})") from None
+        if parts.scheme not in ("mqtt", "mqtts"):
+            raise ValueError(
+                "mqtt url must start with mqtt:// or mqtts:// (TLS), e.g. mqtt://127.0.0.1:1883"
+            )
+        if not parts.hostname:
+            raise ValueError("mqtt url has no host (e.g. mqtt://127.0.0.1:1883)")
+        if parts.username or parts.password:
+            raise ValueError("put MQTT credentials in username/password (${ENV}), not in the url")
+        return value
+
+    @field_validator("username", "password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:/-]{1,64}", value) or "//" in value:
+            raise ValueError(
+                "topic_prefix must be 1-64 letters, digits, '_', '.', ':', '-' or '/' "
+                "(no '+', '#' or empty levels), e.g. streamseg or site1/streamseg"
+            )
+        return value.strip("/") or "streamseg"
+
+    @property
+    def use_tls(self) -> bool:
+        return self.tls.enabled or self.url.startswith("mqtts://")
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        parts = urllib.parse.urlsplit(self.url)
+        return parts.hostname or "127.0.0.1", parts.port or (8883 if self.use_tls else 1883)
+
+
 @dataclasses.dataclass(frozen=True)
 class SinkType:
     """One sink type: the model of its ``sinks:`` entries and ``"module:function"``
@@ -73,14 +156,25 @@ class SinkType:
 # type -> SinkType. The builder is imported only when a pipeline uses the type.
 SINK_TYPES: dict[str, SinkType] = {
     "redis": SinkType(RedisSinkConfig, "streamseg.publish.redis_streams:build_sink"),
+    "mqtt": SinkType(MQTTSinkConfig, "streamseg.publish.mqtt:build_sink"),
 }
 
 
+def _entry_type(value: Any) -> Any:
+    return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+
+
 def _entry_union() -> Any:
-    models = tuple(t.config for t in SINK_TYPES.values())
+    models = tuple(Annotated[t.config, Tag(key)] for key, t in SINK_TYPES.items())
     if len(models) == 1:
-        return models[0]
-    return Annotated[Union[models], Field(discriminator="type")]  # noqa: UP007
+        return SINK_TYPES[PRIMARY_SINK].config
+    names = ", ".join(repr(t) for t in SINK_TYPES)
+    pick = Discriminator(
+        _entry_type,
+        custom_error_type="sink_type",
+        custom_error_message=f"type is required and must be one of {names} (e.g. type: mqtt)",
+    )
+    return Annotated[Union[models], pick]  # noqa: UP007
 
 
 if TYPE_CHECKING:

@@ -1,10 +1,11 @@
-"""Publish: detections and alerts to sinks (Redis Streams) as versioned JSON.
+"""Publish: detections and alerts to sinks (Redis Streams, MQTT) as versioned JSON.
 
 * ``encode``: the message bodies (schemas in ``streamseg/schemas/``) and
   ``MessageEncoder``, which encodes each message once for every sink;
 * ``sink``: the ``Sink`` interface and ``BufferedSink``, the outage buffer,
   writer thread and reconnects that every sink shares;
 * ``redis_streams.RedisStreamsSink``: pipelined XADD to Redis Streams;
+* ``mqtt.MQTTSink``: one topic per camera and one for alerts on an MQTT broker;
 * ``sinks.build_sinks``: the sinks of a pipeline.yaml (``redis:`` and ``sinks:``),
   from the registry ``streamseg.config.sinks.SINK_TYPES``;
 * ``connect.redis_client``: the one Redis client factory (``redis:`` section).

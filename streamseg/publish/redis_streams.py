@@ -64,6 +64,9 @@ class RedisStreamsSink(BufferedSink):
             return f"{self._prefix}:alerts", self._alerts_maxlen
         return f"{self._prefix}:detections:{message.camera}", self._maxlen
 
+    def destination(self, message: Message) -> str:
+        return self.stream(message)[0]
+
     def _connect(self) -> None:
         if self._client is None:
             self._client = self._factory()

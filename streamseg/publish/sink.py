@@ -1,7 +1,7 @@
 """The sink interface, and the outage buffer and reconnect loop every sink shares.
 
-A sink delivers the pipeline's messages somewhere (Redis Streams today; an
-MQTT broker next). The runtime holds a list of them and hands each message
+A sink delivers the pipeline's messages somewhere (Redis Streams, an MQTT
+broker). The runtime holds a list of them and hands each message
 to every one::
 
     sink.start(listener)        # connect in the background; report to listener
@@ -22,6 +22,10 @@ A new kind of sink subclasses it and writes three methods: ``_connect``,
 
 Delivery is at least once: an outage in the middle of a batch can leave
 some messages delivered and still buffered, and those are sent again.
+With a tracer (``start(listener, tracer=...)``), each write is traced by
+OpenTelemetry's messaging conventions: one PRODUCER span ``send
+<destination>`` per destination in the batch (``SendTracer``).
+
 Failed calls reach the listener as ``(op, kind)``: ``op`` is ``connect`` or
 the sink's ``write_op`` (``xadd`` for Redis), ``kind`` the exception's class
 name, never its message (which may name the server).
@@ -37,13 +41,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from streamseg.redact import redact_text
 from streamseg.types import Frame
 
-__all__ = ["BufferedSink", "Message", "Sink", "SinkHealth", "SinkListener"]
+__all__ = ["BufferedSink", "Message", "SendTracer", "Sink", "SinkHealth", "SinkListener"]
 
 log = logging.getLogger("streamseg.publish")
 
@@ -94,12 +98,22 @@ class SinkListener(Protocol):
     def reconnect(self, sink: str, ok: bool) -> None: ...
 
 
+class SendTracer(Protocol):
+    """Opens the PRODUCER span of one write to one destination (see telemetry.tracing)."""
+
+    def send(
+        self, *, system: str, destination: str, sink: str, frames: Sequence[Frame], count: int
+    ) -> contextlib.AbstractContextManager[Any]: ...
+
+
 class Sink(Protocol):
     """Where messages go; ``name`` is unique in a pipeline (``redis``, ``mqtt``, ...)."""
 
     name: str
 
-    def start(self, listener: SinkListener | None = None) -> None: ...
+    def start(
+        self, listener: SinkListener | None = None, *, tracer: SendTracer | None = None
+    ) -> None: ...
 
     def submit(self, messages: Sequence[Message]) -> None: ...
 
@@ -143,6 +157,7 @@ class BufferedSink(abc.ABC):
         self._initial, self._max, self._jitter = reconnect_initial, reconnect_max, jitter
         self._secrets = tuple(secrets)
         self._listener: SinkListener | None = None
+        self._tracer: SendTracer | None = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -168,10 +183,18 @@ class BufferedSink(abc.ABC):
     def _disconnect(self) -> None:
         """Close the connection (errors are ignored)."""
 
+    def destination(self, message: Message) -> str:
+        """Where ``message`` goes (a stream, a topic): ``messaging.destination.name``."""
+        return message.kind
+
     # -- the Sink interface ---------------------------------------------------
-    def start(self, listener: SinkListener | None = None) -> None:
-        """Start the writer thread; it connects at once without blocking the caller."""
+    def start(
+        self, listener: SinkListener | None = None, *, tracer: SendTracer | None = None
+    ) -> None:
+        """Start the writer thread; it connects at once without blocking the caller.
+        ``tracer``: traces every write (PRODUCER spans); ``None``: no spans."""
         self._listener = listener
+        self._tracer = tracer
         self._thread = threading.Thread(target=self._run, name=f"sink:{self.name}", daemon=True)
         self._thread.start()
 
@@ -275,7 +298,8 @@ class BufferedSink(abc.ABC):
 
     def _send(self, batch: list[Message]) -> None:
         try:
-            results = self._write(batch)
+            with self._spans(batch):
+                results = self._write(batch)
         except Exception as exc:
             with self._cond:  # back at the front, in order; then trim
                 self._buffer.extendleft(reversed(batch))
@@ -305,6 +329,25 @@ class BufferedSink(abc.ABC):
             self._inflight = 0
             self.published += len(ok)
             self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def _spans(self, batch: Sequence[Message]) -> Iterator[None]:
+        """One PRODUCER span per destination of ``batch``, open around its write."""
+        if self._tracer is None:
+            yield
+            return
+        groups: dict[str, list[Message]] = {}
+        for m in batch:
+            groups.setdefault(self.destination(m), []).append(m)
+        with contextlib.ExitStack() as stack:
+            for dest, messages in groups.items():
+                frames = [m.frame for m in messages if m.frame is not None]
+                span = self._tracer.send(
+                    system=self.type, destination=dest, sink=self.name, frames=frames,
+                    count=len(messages),
+                )  # fmt: skip
+                stack.enter_context(span)
+            yield
 
     def _trim(self) -> list[Message]:
         """Drop the oldest beyond ``buffer_max`` (lock held); returns them."""

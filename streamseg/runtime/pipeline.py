@@ -129,7 +129,7 @@ class Pipeline:
     def start(self) -> None:
         """Start every thread; the sinks connect in their own, without delaying the others."""
         for sink in self.sinks:
-            sink.start(self.delivery)
+            sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
         for cid, src in self.sources.items():
             self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._spawn("segment", self._run_segment)

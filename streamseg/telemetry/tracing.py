@@ -6,6 +6,16 @@ its duration is the glass-to-event latency of that frame. Its context
 travels in ``Frame.trace`` (W3C ``traceparent``). Each stage opens one span
 per batch (``batch``, ``segment``, ``track``, ``publish``) that links to the
 spans of the frames in it.
+
+Each write of a sink is traced by OpenTelemetry's messaging semantic
+conventions: a PRODUCER span ``send <destination>`` per destination (a
+Redis stream, an MQTT topic) with ``messaging.system`` (``redis``,
+``mqtt``), ``messaging.destination.name``, ``messaging.operation.type`` and
+``messaging.operation.name`` (``send``), ``messaging.batch.message_count``
+when it carries more than one message, and ``streamseg.sink`` (the sink's
+name). It links to the root spans of the frames whose messages it carries;
+each message's ``traceparent`` field names that root span, which is what a
+consumer links its own spans to.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from streamseg.types import Frame
@@ -93,6 +103,40 @@ class FrameTracer:
             attributes=attrs,
         ) as span:
             yield span
+
+    @contextlib.contextmanager
+    def send(
+        self, *, system: str, destination: str, sink: str, frames: Sequence[Frame], count: int
+    ) -> Iterator[Span | None]:
+        """The PRODUCER span of one write of ``count`` messages to ``destination``."""
+        if not self.enabled:
+            yield None
+            return
+        links = [Link(ctx) for ctx in (_context_of(f) for f in frames) if ctx is not None]
+        attrs: dict[str, Any] = {
+            "messaging.system": system,
+            "messaging.destination.name": destination,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "streamseg.sink": sink,
+        }
+        if count > 1:
+            attrs["messaging.batch.message_count"] = count
+        span = self.tracer.start_span(
+            f"send {destination}",
+            context=trace.set_span_in_context(trace.INVALID_SPAN),
+            kind=SpanKind.PRODUCER,
+            links=links,
+            attributes=attrs,
+        )
+        try:
+            yield span
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)  # never the message
+            span.set_status(Status(StatusCode.ERROR))
+            raise
+        finally:
+            span.end()
 
     def _get(self, frame: Frame) -> Span | None:
         if not self.enabled:

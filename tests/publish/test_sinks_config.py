@@ -43,7 +43,7 @@ def test_sinks_build_in_order_with_their_own_settings(tmp_path: Path) -> None:
     [
         ("  - type: redis\n    name: redis\n", 4, ["already used", "redis: section"]),
         ("  - type: redis\n    name: Central Site\n", 6, ["lowercase"]),
-        ("  - type: mqtt\n    name: broker\n", 5, ["'redis'"]),
+        ("  - type: kafka\n    name: broker\n", 5, ["'redis'", "'mqtt'"]),
         ("  - type: redis\n    name: c\n    urll: redis://h/0\n", 7, ["unknown key", "url"]),
         ("  - name: c\n", 5, ["required"]),
     ],

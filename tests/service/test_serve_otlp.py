@@ -107,3 +107,14 @@ def test_traces_and_metrics_reach_an_otlp_receiver(
     assert root.end_time_unix_nano > root.start_time_unix_nano
     linked = {s.name for s in spans for link in s.links if link.span_id == root.span_id}
     assert {"segment", "track", "publish"} <= linked, linked
+    # The write that carried the message: a PRODUCER span by the messaging conventions.
+    sends = [s for s in spans for link in s.links if link.span_id == root.span_id]
+    sends = [s for s in sends if s.name == "send streamseg:detections:synth"]
+    assert len(sends) >= 1, linked
+    attrs = {a.key: a.value for a in sends[0].attributes}
+    assert sends[0].kind == 4  # SPAN_KIND_PRODUCER in OTLP
+    assert attrs["messaging.system"].string_value == "redis"
+    assert attrs["messaging.destination.name"].string_value == "streamseg:detections:synth"
+    assert attrs["messaging.operation.type"].string_value == "send"
+    count = attrs.get("messaging.batch.message_count")
+    assert count is None or count.int_value >= 2
