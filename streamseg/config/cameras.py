@@ -82,7 +82,7 @@ class CameraConfig(StrictModel):
     @field_validator("decode", mode="before")
     @classmethod
     def _known_decoder(cls, value: Any) -> Any:
-        return check_choice("decode", value, DECODERS)
+        return check_choice("decoder", value, DECODERS)
 
     @field_validator("url")
     @classmethod

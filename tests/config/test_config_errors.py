@@ -58,7 +58,7 @@ CASES = [
     ("fps_string", "cameras:\n  - id: a\n    url: synthetic://\n    max_fps: fast\n", 4,
      "cameras[0].max_fps", ["valid number", "'fast'"]),
     ("bad_decode", "cameras:\n  - id: a\n    url: synthetic://\n    decode: nvdec\n", 4,
-     "cameras[0].decode", ["'pyav' or 'dali'"]),
+     "cameras[0].decode", ["unknown decoder 'nvdec'; valid: 'pyav', 'dali'"]),
     (
         "backoff_order",
         "cameras:\n  - id: a\n    url: synthetic://\n    reconnect:\n"

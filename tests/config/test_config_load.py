@@ -125,7 +125,7 @@ def test_error_message_format(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_pipeline(path, environ={})
     assert str(info.value) == (
-        f"{path}:4: cameras[0].decode: Input should be 'pyav' or 'dali' (got 'gpu')"
+        f"{path}:4: cameras[0].decode: unknown decoder 'gpu'; valid: 'pyav', 'dali'"
     )
 
 

@@ -148,5 +148,5 @@ def test_camera_decode_is_the_decoder_list() -> None:
     from streamseg.ingest.spec import DECODERS
 
     assert _enum(CameraConfig, "decode") == list(DECODERS)
-    with pytest.raises(pydantic.ValidationError, match="unknown decode 'nvdec'; valid: "):
+    with pytest.raises(pydantic.ValidationError, match="unknown decoder 'nvdec'; valid: "):
         CameraConfig(id="c", url="synthetic://?seed=1", decode="nvdec")

@@ -71,7 +71,7 @@ def test_two_sinks_one_restarts_nothing_lost(
     finally:
         backup.stop()
     published = summary(proc.log, "cam")["published"]
-    assert published > 20
+    assert published >= 15  # the waits above saw 5, then 10 more
     # The sink that stayed up got every published frame once, in order.
     assert len(seq_main) == published and seq_main == sorted(set(seq_main))
     # The other got the same frames (at least once: a round trip cut by the

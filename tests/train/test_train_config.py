@@ -75,7 +75,7 @@ def test_model_options_are_plain_python(tmp_path: Path) -> None:
         (
             "  arch: maskrcnn_small",
             "  arch: yolo",
-            ":2: model.arch: unknown arch 'yolo'; valid: maskrcnn_r50_fpn",
+            ":2: model.arch: unknown arch 'yolo'; valid: 'maskrcnn_r50_fpn', ",
         ),
         (
             "    - annotations: a.json",
