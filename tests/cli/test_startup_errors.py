@@ -9,7 +9,7 @@ the service before it connects.
 from __future__ import annotations
 
 import json
-import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,7 +45,8 @@ def _weights(folder: Path) -> dict[str, Path]:
     }
     files["empty"].write_bytes(b"")
     files["text"].write_text("these are not weights\n")
-    files["random"].write_bytes(os.urandom(4096))
+    # Fixed bytes: some random draws begin like a pickle and fail otherwise.
+    files["random"].write_bytes(random.Random(7).randbytes(4096))
     files["truncated"].write_bytes(data[: len(data) // 2])
     return files
 
