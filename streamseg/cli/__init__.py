@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("streamseg.cli.export", "write an AOTInductor package of a model"),
     "synth": ("streamseg.cli.synth", "write a synthetic scene as video plus ground truth"),
     "swap": ("streamseg.cli.swap", "tell a running service to load a new checkpoint"),
+    "weights": ("streamseg.cli.weights", "list, download and verify published checkpoints"),
 }
 
 BENCH_COMMANDS: dict[str, tuple[str, str]] = {

@@ -6,7 +6,9 @@ mistake met while starting: a bad pipeline.yaml, a GPU or backend this
 machine does not have, a missing file or device, DALI not installed, weights
 or an AOT package that do not fit, alert rules naming classes the model does
 not have (the message names the field and the fix; ``streamseg check``
-reports the same before starting); 130 on a second interrupt while draining.
+reports the same before starting), including catalogue weights that are not
+downloaded (``--download`` fetches them first; a failed download exits 1);
+130 on a second interrupt while draining.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
-from streamseg.cli import UsageError
+from streamseg.cli import EXIT_FAILURE, UsageError
+
+if TYPE_CHECKING:
+    from streamseg.config.model import ModelConfig
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     parser.add_argument(
         "--no-status", action="store_true", help="no live status line even on a terminal"
+    )
+    parser.add_argument(
+        "--download",
+        action="store_true",
+        help="when model.weights names a catalogue entry that is not cached, download it "
+        "first (sha256-checked); without it serve stops and says how to fetch it",
     )
     parser.epilog = (
         "exit codes: 0 clean stop, 1 runtime failure, 2 bad config or model, 130 forced stop"
@@ -68,10 +80,30 @@ def run(args: argparse.Namespace) -> int:
             )
     from streamseg.cli.startup import environment_issues
 
+    if args.download and not _download_weights(config.model):
+        return EXIT_FAILURE
     issues = environment_issues(config, cameras)
     if issues:
         raise UsageError(f"cannot start:\n{ConfigError(args.pipeline, issues).format()}")
     return _serve(config, cameras, quiet=args.no_status)
+
+
+def _download_weights(model: ModelConfig) -> bool:
+    """Fetch catalogue weights that are not cached yet; ``False`` after a failed download."""
+    from streamseg.models.download import DownloadError, UnverifiedError, fetch
+
+    entry = model.catalogue_entry()
+    if entry is None:
+        return True
+    try:
+        path = fetch(entry, progress=False)
+    except UnverifiedError as exc:
+        raise UsageError(f"model.weights: {exc}") from None
+    except DownloadError as exc:
+        log.error("model.weights: %s", exc)
+        return False
+    log.info("model: catalogue weights %s are at %s", entry.name, path)
+    return True
 
 
 def _serve(config, cameras, *, quiet: bool) -> int:  # type: ignore[no-untyped-def]

@@ -1,7 +1,8 @@
 """Start-up checks: the mistakes ``serve`` would meet while starting, found before it starts.
 
 ``environment_issues`` needs no model and opens no camera (a GPU that is
-not there, a backend that cannot run, a missing video file or V4L2 device,
+not there, a backend that cannot run, catalogue weights not downloaded yet,
+a missing video file or V4L2 device,
 DALI not installed, a synthetic scene's bad keys); ``serve`` runs it first.
 ``model_issues`` also loads the model as ``serve`` would (the weights, an
 AOT package, the classes alert rules name); ``check`` runs both. Each
@@ -54,7 +55,7 @@ def environment_issues(
     config: PipelineConfig, cameras: list[CameraConfig] | None = None
 ) -> list[ConfigIssue]:
     """Problems of the machine and the cameras' files/devices; no model, no connection."""
-    issues = _device_issues(config.model)
+    issues = _device_issues(config.model) + _weights_issues(config.model)
     for cam in cameras if cameras is not None else config.cameras:
         issues += _camera_issues(cam, config.cameras.index(cam))
     return issues
@@ -76,6 +77,17 @@ def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
         ]
     problem = cuda_problem(device) if device.type == "cuda" else None
     return [ConfigIssue(problem, ("model", "device"))] if problem else []
+
+
+def _weights_issues(model: ModelConfig) -> list[ConfigIssue]:
+    """Catalogue weights that are not in the cache (and are not allowed to be missing)."""
+    from streamseg.models.weights import cached_file, not_cached_message
+
+    entry = model.catalogue_entry()
+    if entry is None or model.missing_weights == "random" or cached_file(entry).exists():
+        return []
+    message, _, hint = not_cached_message(entry).partition("; ")
+    return [ConfigIssue(message, ("model", "weights"), hint=hint)]
 
 
 def _camera_issues(cam: CameraConfig, index: int) -> list[ConfigIssue]:

@@ -23,6 +23,7 @@ import pydantic
 from pydantic_core import ErrorDetails
 
 from streamseg.config.errors import ConfigError, ConfigIssue, Loc
+from streamseg.config.model import ModelSource
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
 
@@ -124,7 +125,7 @@ def resolve_path(value: str, base_dir: Path) -> Path:
 
 def _resolve_paths(config: PipelineConfig, base_dir: Path) -> PipelineConfig:
     model = config.model
-    if model.weights is not None:
+    if model.weights is not None and model.catalogue_entry() is None:
         model = model.model_copy(update={"weights": str(resolve_path(model.weights, base_dir))})
     if model.aot_package is not None:
         package = str(resolve_path(model.aot_package, base_dir))
@@ -182,7 +183,14 @@ def _camera_checks(cameras: list[Any], base_dir: Path) -> list[ConfigIssue]:
 
 def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue]:
     weights = model.get("weights")
-    if not isinstance(weights, str) or model.get("missing_weights", "error") == "random":
+    if not isinstance(weights, str):
+        return []
+    catalogue = _catalogue_check(
+        weights, model.get("arch", ModelSource.model_fields["arch"].default)
+    )
+    if catalogue is not None:
+        return catalogue
+    if model.get("missing_weights", "error") == "random":
         return []
     path = resolve_path(weights, base_dir)
     if path.exists():  # a file, or a Hugging Face model folder (Mask2Former)
@@ -193,6 +201,33 @@ def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue
             loc=("model", "weights"),
             hint="fix the path (relative to the pipeline.yaml), or set "
             "`missing_weights: random` to run a demo with random weights",
+        )
+    ]
+
+
+def _catalogue_check(weights: str, arch: Any) -> list[ConfigIssue] | None:
+    """Issues of a weights-catalogue name (``None``: ``weights`` is not one).
+
+    Whether its file is downloaded is a start-up check (``serve --download``
+    fetches it first); here only the architecture must fit.
+    """
+    from streamseg.models.weights import CATALOGUE_ENV, CatalogueError, lookup
+
+    try:
+        entry = lookup(weights)
+    except CatalogueError as exc:
+        return [
+            ConfigIssue(str(exc), loc=("model", "weights"), hint=f"fix or unset ${CATALOGUE_ENV}")
+        ]
+    if entry is None:
+        return None
+    if arch == entry.arch:
+        return []
+    return [
+        ConfigIssue(
+            f"catalogue weights {weights!r} are {entry.arch!r} weights, not {arch!r}",
+            loc=("model", "arch"),
+            hint=f"set `arch: {entry.arch}`",
         )
     ]
 

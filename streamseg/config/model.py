@@ -17,6 +17,9 @@ from streamseg.config.choices import check_choice, literal_of
 from streamseg.models import ARCHITECTURES, PRECISIONS, arch_family, class_options
 from streamseg.segment.backends import BACKENDS
 
+if TYPE_CHECKING:
+    from streamseg.models.weights import WeightsEntry
+
 # arch_family / class_options are the models registry's; re-exported for callers.
 __all__ = [
     "ArchName",
@@ -46,7 +49,9 @@ class ModelSource(StrictModel):
         arch: a ``streamseg.models`` architecture (its ``ARCHITECTURES`` registry).
         weights: checkpoint path (a streamseg checkpoint, a torchvision
             ``.pth``, a detectron2 ``.pkl`` or a Hugging Face Mask2Former
-            download); ``None``: random weights.
+            download), or the name of a weights-catalogue entry
+            (``streamseg weights list``), which stands for its file in the
+            weights cache; ``None``: random weights.
     """
 
     arch: ArchName = "maskrcnn_small"
@@ -57,11 +62,26 @@ class ModelSource(StrictModel):
     def _known_arch(cls, value: Any) -> Any:
         return check_choice("arch", value, ARCHITECTURES)
 
+    def catalogue_entry(self) -> WeightsEntry | None:
+        """The weights-catalogue entry ``weights`` names (``None``: a path, or no weights)."""
+        from streamseg.models.weights import lookup
+
+        return lookup(self.weights) if self.weights else None
+
+    def weights_file(self) -> str | None:
+        """The path to load: a catalogue name's file in the cache, else ``weights``."""
+        from streamseg.models.weights import cached_file
+
+        entry = self.catalogue_entry()
+        return str(cached_file(entry)) if entry is not None else self.weights
+
 
 class ModelConfig(ModelSource):
     """pipeline.yaml's ``model:``: the segmentation model and how it is run.
 
-    ``weights`` is a checkpoint path, relative to the pipeline.yaml's folder.
+    ``weights`` is a checkpoint path, relative to the pipeline.yaml's folder,
+    or a weights-catalogue name (its classes are used unless ``class_names``
+    or ``num_classes`` are given).
     When the file does not exist the config is rejected, unless
     ``missing_weights: random`` says to start from random weights (a demo
     without a trained checkpoint; detections are then meaningless).
@@ -174,7 +194,10 @@ class ModelConfig(ModelSource):
             value = getattr(self, name)
             if value is not None:
                 opts[name] = value
-        opts.update(class_options(self.arch, self.class_names, self.num_classes))
+        classes = class_options(self.arch, self.class_names, self.num_classes)
+        entry = self.catalogue_entry() if not classes else None
+        names = entry.class_names() if entry is not None else None
+        opts.update(classes or (class_options(self.arch, names) if names else {}))
         if BACKENDS[self.backend].needs_package:
             opts["aot_package"] = self.aot_package
         return opts

@@ -89,19 +89,25 @@ def open_camera(
 
 def resolve_weights(model: ModelConfig) -> str | None:
     """The checkpoint to load, or ``None`` for random weights (``missing_weights: random``)."""
-    if model.weights is None:
+    path = model.weights_file()
+    if path is None:
         return None
-    if Path(model.weights).exists():  # a file, or a Hugging Face model folder
-        return model.weights
+    if Path(path).exists():  # a file, or a Hugging Face model folder
+        return path
     if model.missing_weights == "random":
         log.warning(
             "model: %s does not exist; starting %s from RANDOM weights "
             "(missing_weights: random): detections are meaningless until a checkpoint is there",
-            model.weights,
+            path,
             model.arch,
         )
         return None
-    raise FileNotFoundError(f"model weights not found: {model.weights}")
+    entry = model.catalogue_entry()
+    if entry is not None:
+        from streamseg.models.weights import not_cached_message
+
+        raise FileNotFoundError(not_cached_message(entry))
+    raise FileNotFoundError(f"model weights not found: {path}")
 
 
 def build_segmenter(model: ModelConfig) -> SegmenterLike:
@@ -134,7 +140,7 @@ def build_swap_controller(
 ) -> Any:
     """The hot-swap listener (``streamseg.runtime.hotswap``), or ``None`` when off."""
     m = config.model
-    watch = m.weights if m.watch_weights else None
+    watch = m.weights_file() if m.watch_weights else None
     if not m.hot_swap and watch is None:
         return None
     from streamseg.publish.connect import redis_client
