@@ -158,12 +158,21 @@ class Subscription(Generic[T]):
         if self._span is not None:
             self._end_span()
         self._current = None
-        if not self._closed:
-            self._closed = True
+        if self._closed:
+            return
+        self._closed = True
+        for attempt in range(3):  # a connection Redis dropped fails once, then reconnects
             try:
                 self._flush_acks()
-            except redis.RedisError as exc:
-                log.warning("could not acknowledge on close (%s); read again", type(exc).__name__)
+                return
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                error = exc
+                time.sleep(self._backoff.initial * 2**attempt)
+        log.warning(
+            "%d acknowledgements not sent (%s): those messages will be read again",
+            sum(map(len, self._acks.values())),
+            type(error).__name__,
+        )
 
     def __enter__(self) -> Subscription[T]:
         return self

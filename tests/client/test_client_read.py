@@ -157,7 +157,7 @@ def test_messages_that_cannot_be_parsed(redis_server: RedisServer) -> None:
     _xadd(redis_server, "streamseg:detections:gate", b"{not json")
     _xadd(redis_server, "streamseg:detections:gate", _valid_detections(2))
     sub = Client(redis_server.url).detections(["gate"], start="begin")
-    with pytest.raises(MessageError, match="missing field 'camera'.*validate=True"):
+    with pytest.raises(MessageError, match=r"missing field 'camera'.*validate=True"):
         next(sub)
     with pytest.raises(MessageError, match="'data' is not JSON"):
         next(sub)
