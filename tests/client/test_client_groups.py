@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from streamseg.client import Backoff, Client, ClientError
-from tests.client.test_client_read import wait_blocked
 from tests.support.publishing import frames, publish
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, wait_blocked
 
 STREAM = "streamseg:detections:gate"
 FAST = Backoff(initial=0.05, max=0.5)

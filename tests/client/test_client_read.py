@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -13,16 +12,7 @@ import pytest
 from streamseg.client import Alert, Client, FrameDetections, MessageError, SchemaError, decode_rle
 from streamseg.publish.encode import DETECTIONS_SCHEMA_VERSION
 from tests.support.publishing import HEIGHT, NAMES, WIDTH, frame_item, frames, publish
-from tests.support.servers import RedisServer
-
-
-def wait_blocked(server: RedisServer, command: str, timeout: float = 10.0) -> None:
-    """Until some client of ``server`` is blocked in ``command`` (its position is taken)."""
-    client = server.client()
-    deadline = time.monotonic() + timeout
-    while not any(c.get("cmd") == command for c in client.client_list()):
-        assert time.monotonic() < deadline, f"nobody blocked in {command}"
-        time.sleep(0.02)
+from tests.support.servers import RedisServer, wait_blocked
 
 
 def test_detections_typed_with_masks(redis_server: RedisServer) -> None:
