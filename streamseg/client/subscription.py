@@ -72,6 +72,8 @@ class Subscription(Generic[T]):
 
     Built by ``Client``; ``convert(entry, message)`` makes what it yields
     (``message`` is the entry's JSON object, ``None`` when it has none).
+    One thread iterates a subscription; ``delivered`` counts what it handed
+    out, ``reconnects`` the outages it came through.
     """
 
     def __init__(
@@ -109,7 +111,7 @@ class Subscription(Generic[T]):
         self._token: Any = None
         self._started = self._closed = False
         self._last_scan = float("-inf")
-        self._active = time.monotonic()
+        self._active: float | None = None  # when the last message came (or the first read)
         self._outage_since: float | None = None
         self._failures = 0
         self.delivered = 0
@@ -207,6 +209,8 @@ class Subscription(Generic[T]):
                 self._recovered()
 
     def _idle_left(self) -> float | None:
+        if self._active is None:
+            self._active = time.monotonic()
         if self._idle is None:
             return None
         return self._idle - (time.monotonic() - self._active)

@@ -141,3 +141,17 @@ def test_handed_out_not_acknowledged_not_handed_twice(durable_redis: RedisServer
     sub.ack(b)
     sub.close()
     assert pending(server, "g") == 0
+
+
+def test_without_group_resumes_after_last_read(durable_redis: RedisServer) -> None:
+    server = durable_redis
+    publish(server.url, frames("gate", range(4)))
+    sub = Client(server.url, batch=2, backoff=FAST).detections(["gate"], start="begin")
+    seen = [next(sub).seq, next(sub).seq]
+    server.stop()
+    back = threading.Timer(0.5, server.start)
+    back.start()
+    seen += [next(sub).seq, next(sub).seq]  # waits for Redis, then reads after entry 1
+    back.join()
+    sub.close()
+    assert seen == [0, 1, 2, 3] and sub.reconnects == 1
