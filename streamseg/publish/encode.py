@@ -12,7 +12,8 @@ Detections (one message per frame, stream ``<prefix>:detections:<camera>``)::
 
 Boxes are ``xyxy`` frame pixels, times unix seconds (``pts``: stream
 seconds), masks COCO compressed RLE (``null`` when the model has none).
-Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()``.
+Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()`` plus the
+``traceparent`` of the frame that caused them.
 
 ``MessageEncoder`` turns what tracking produced into ``Message``s, encoded
 once whatever the number of sinks.
@@ -98,9 +99,11 @@ def detections_message(
     }
 
 
-def alert_message(event: Event) -> dict[str, Any]:
-    """The alert message of one event: ``Event.to_dict()``."""
+def alert_message(event: Event, *, traceparent: str | None = None) -> dict[str, Any]:
+    """The alert message of one event: ``Event.to_dict()`` plus ``traceparent``, the
+    trace context of the frame that caused it (``None`` when tracing is off)."""
     message = event.to_dict()
+    message["traceparent"] = traceparent
     _check_finite(message)
     return message
 
@@ -150,8 +153,10 @@ class MessageEncoder:
                 result, arch=self._arch, class_names=self._class_names, published_time=time.time()
             )
             out.append(Message("detections", frame.camera_id, dumps(msg), frame))
+            trace = frame.trace.get("traceparent")
             for event in events:
-                out.append(Message("alert", event.camera_id, dumps(alert_message(event))))
+                body = dumps(alert_message(event, traceparent=trace))
+                out.append(Message("alert", event.camera_id, body))
         return out
 
 

@@ -14,8 +14,9 @@ Redis stream, an MQTT topic) with ``messaging.system`` (``redis``,
 ``messaging.operation.name`` (``send``), ``messaging.batch.message_count``
 when it carries more than one message, and ``streamseg.sink`` (the sink's
 name). It links to the root spans of the frames whose messages it carries;
-each message's ``traceparent`` field names that root span, which is what a
-consumer links its own spans to.
+each message's ``traceparent`` field names that root span (the message's
+creation context), which is what a consumer links its own spans to
+(``streamseg.client``: CONSUMER spans ``process <stream>``).
 """
 
 from __future__ import annotations

@@ -65,6 +65,9 @@ def test_empty_frame_message() -> None:
     assert msg["instances"] == [] and msg["pts"] is None
 
 
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
 def test_alert_message_is_event_dict() -> None:
     event = Event(
         rule="door",
@@ -83,7 +86,12 @@ def test_alert_message_is_event_dict() -> None:
         extra={"dwell_seconds": 2.5},
     )
     msg = alert_message(event)
-    assert msg == event.to_dict()
+    assert msg == {**event.to_dict(), "traceparent": None}
+    jsonschema.validate(msg, load_schema("alert"))
+    traced = alert_message(event, traceparent=TRACEPARENT)
+    assert traced["traceparent"] == TRACEPARENT
+    jsonschema.validate(traced, load_schema("alert"))
+    jsonschema.validate(event.to_dict(), load_schema("alert"))  # replay's lines have none
     jsonschema.validate(msg, load_schema("alert"))
     crowd = Event(rule="crowd", kind="crowding", camera_id="gate", time=1.0, frame_seq=1, count=5)
     jsonschema.validate(alert_message(crowd), load_schema("alert"))

@@ -16,7 +16,7 @@ from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 from tests.conftest import REPO
-from tests.support.servers import RedisServer, cli_env, make_tls_files
+from tests.support.servers import RedisServer, cli_env, make_tls_files, wait_blocked
 
 NAMES = ("__background__", "thing")
 
@@ -160,3 +160,30 @@ def test_pipeline_section_connects_over_mutual_tls(
         assert bare.returncode == 1 and "tls-pw-77" not in bare.stderr
     finally:
         server.stop()
+
+
+def test_group_survives_redis_restart(tmp_path: Path) -> None:
+    """A running ``subscribe --group`` reconnects after Redis restarts and misses nothing."""
+    server = RedisServer(tmp_path, persist=True)
+    server.start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamseg", "subscribe", "--redis", server.url, "--camera", "a",
+         "--group", "g", "--consumer", "c", "--count", "4", "--timeout", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=REPO,
+    )  # fmt: skip
+    try:
+        wait_blocked(server, "xreadgroup", timeout=60)
+        client = server.client()
+        for seq in range(2):
+            client.xadd("streamseg:detections:a", {"data": json.dumps({"seq": seq})})
+        server.stop()
+        server.start()
+        client = server.client()
+        for seq in range(2, 4):
+            client.xadd("streamseg:detections:a", {"data": json.dumps({"seq": seq})})
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        server.stop()
+    assert proc.returncode == 0, err
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [0, 1, 2, 3]

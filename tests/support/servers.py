@@ -36,6 +36,17 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
 
 
+def wait_blocked(server: RedisServer, command: str, timeout: float = 10.0) -> None:
+    """Until a client of ``server`` is blocked in ``command`` (e.g. ``xread``: a reader
+    that has taken its position in the streams)."""
+    client = server.client()
+    deadline = time.monotonic() + timeout
+    while not any(c.get("cmd") == command for c in client.client_list()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no client blocked in {command} after {timeout}s")
+        time.sleep(0.02)
+
+
 @dataclass(frozen=True)
 class TLSFiles:
     """PEM files of a throw-away CA, a server certificate for 127.0.0.1, a client one."""

@@ -1,0 +1,46 @@
+"""Read what a streamseg service publishes, from Python: ``streamseg.client.Client``.
+
+* ``client``: ``Client`` (``detections()``, ``alerts()``, ``entries()``);
+* ``subscription``: ``Subscription``, the iterator each of those returns
+  (XREAD or consumer groups, acknowledgement, reconnects, consume spans),
+  and its ``Backoff`` policy;
+* ``events``: the typed messages ``FrameDetections``, ``Instance``, ``Alert``
+  and the raw ``Entry``; masks decode to numpy only on ``mask()``;
+* ``validate``: the debug mode's JSON Schema check (``SchemaError``);
+* ``convert``: to and from ``supervision.Detections``.
+
+Nothing in streamseg imports this package except the CLI (``streamseg
+subscribe`` is a user of it). See docs/events.md, "Reading events from Python".
+"""
+
+from __future__ import annotations
+
+from streamseg.client.client import Client
+from streamseg.client.convert import from_supervision, to_supervision
+from streamseg.client.events import (
+    Alert,
+    ClientError,
+    Entry,
+    FrameDetections,
+    Instance,
+    MessageError,
+    decode_rle,
+)
+from streamseg.client.subscription import Backoff, Subscription
+from streamseg.client.validate import SchemaError
+
+__all__ = [
+    "Alert",
+    "Backoff",
+    "Client",
+    "ClientError",
+    "Entry",
+    "FrameDetections",
+    "Instance",
+    "MessageError",
+    "SchemaError",
+    "Subscription",
+    "decode_rle",
+    "from_supervision",
+    "to_supervision",
+]

@@ -1,0 +1,287 @@
+"""The typed events a client reads: ``FrameDetections`` (with ``Instance``s) and ``Alert``.
+
+Each is built from one stream entry's JSON (docs/events.md). Masks stay as
+the COCO RLE they arrived in until ``mask()`` decodes one to a numpy array,
+so reading events costs no pixel work unless you ask for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "Alert",
+    "ClientError",
+    "Entry",
+    "FrameDetections",
+    "Instance",
+    "MessageError",
+    "decode_rle",
+]
+
+Box = tuple[float, float, float, float]
+
+
+class ClientError(Exception):
+    """The client cannot go on (Redis away for longer than allowed, a missing extra)."""
+
+
+class MessageError(ClientError):
+    """A stream entry is not the message its stream should hold (the text says which and why)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Entry:
+    """One stream entry as read: ``stream`` name, entry ``id`` and the raw ``data`` field."""
+
+    stream: str
+    id: str
+    data: bytes | None
+
+    def message(self) -> dict[str, Any]:
+        """The entry's JSON object; ``MessageError`` when it has none."""
+        if self.data is None:
+            raise MessageError(f"{self.stream} {self.id}: the entry has no 'data' field")
+        try:
+            value = json.loads(self.data)
+        except ValueError as exc:
+            raise MessageError(f"{self.stream} {self.id}: 'data' is not JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise MessageError(f"{self.stream} {self.id}: 'data' is not a JSON object")
+        return value
+
+
+def decode_rle(rle: Mapping[str, Any]) -> np.ndarray:
+    """COCO RLE (compressed string or list of counts) -> ``(H, W)`` bool numpy array."""
+    import numpy as np
+
+    from streamseg.ops.rle import string_to_counts
+
+    h, w = (int(v) for v in rle["size"])
+    raw = rle["counts"]
+    counts = [int(c) for c in raw] if isinstance(raw, list) else string_to_counts(raw)
+    if sum(counts) != h * w or any(c < 0 for c in counts):
+        raise ValueError(f"RLE counts sum to {sum(counts)} but size {h}x{w} needs {h * w} pixels")
+    values = np.arange(len(counts)) % 2 == 1
+    flat = np.repeat(values, counts)
+    return np.ascontiguousarray(flat.reshape(w, h).T)  # COCO runs go down the columns
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Instance:
+    """One detected object of a frame.
+
+    Attributes:
+        box: ``(x1, y1, x2, y2)`` frame pixels.
+        score: confidence in ``[0, 1]``.
+        label: class id; ``label_name`` its name (``None`` when unknown).
+        track_id: the track following the object, ``None`` when untracked.
+        rle: the mask as COCO compressed RLE ``{"size": [H, W], "counts": str}``,
+            ``None`` when the model has no masks.
+    """
+
+    box: Box
+    score: float
+    label: int
+    label_name: str | None = None
+    track_id: int | None = None
+    rle: Mapping[str, Any] | None = None
+
+    def mask(self) -> np.ndarray | None:
+        """The mask as a ``(H, W)`` bool array at frame resolution (decoded now), or ``None``."""
+        return None if self.rle is None else decode_rle(self.rle)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The instance as it is written in a detections message."""
+        return {
+            "track_id": self.track_id,
+            "label": self.label,
+            "label_name": self.label_name,
+            "score": self.score,
+            "box": list(self.box),
+            "mask": None if self.rle is None else dict(self.rle),
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class FrameDetections:
+    """What one frame of one camera held (a detections message).
+
+    Attributes:
+        camera: camera id; ``seq`` the frame's sequence number for that camera.
+        pts: stream time, seconds, or ``None``.
+        capture_time / camera_time / published_time: unix seconds (``camera_time``:
+            the camera's own clock when known, else ``None``).
+        height / width: frame size, pixels.
+        arch: the model that produced it.
+        instances: the objects found, in the order of the message.
+        traceparent: W3C trace context of the frame's trace, or ``None``.
+        stream / id: where the message was read (Redis stream and entry id).
+    """
+
+    camera: str
+    seq: int
+    pts: float | None
+    capture_time: float
+    camera_time: float | None
+    published_time: float
+    height: int
+    width: int
+    arch: str
+    instances: tuple[Instance, ...]
+    traceparent: str | None = None
+    stream: str = ""
+    id: str = ""
+
+    def __len__(self) -> int:
+        return len(self.instances)
+
+    def masks(self) -> np.ndarray:
+        """All masks as one ``(N, H, W)`` bool array (empty masks where an instance has none)."""
+        import numpy as np
+
+        out = np.zeros((len(self.instances), self.height, self.width), dtype=bool)
+        for i, inst in enumerate(self.instances):
+            mask = inst.mask()
+            if mask is not None:
+                out[i] = mask
+        return out
+
+    @classmethod
+    def from_message(
+        cls, msg: Mapping[str, Any], *, stream: str = "", id: str = ""
+    ) -> FrameDetections:
+        """Parse a detections message; ``MessageError`` names what is wrong."""
+        try:
+            if msg.get("type") != "detections":
+                raise ValueError(f"type is {msg.get('type')!r}, not 'detections'")
+            image = msg["image"]
+            return cls(
+                camera=str(msg["camera"]),
+                seq=int(msg["seq"]),
+                pts=_opt_float(msg["pts"]),
+                capture_time=float(msg["capture_time"]),
+                camera_time=_opt_float(msg["camera_time"]),
+                published_time=float(msg["published_time"]),
+                height=int(image["height"]),
+                width=int(image["width"]),
+                arch=str(msg["model"]["arch"]),
+                instances=tuple(_instance(d) for d in msg["instances"]),
+                traceparent=msg.get("traceparent"),
+                stream=stream,
+                id=id,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _bad(stream, id, "detections", exc) from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    """One alert (an alert message; ``streamseg.types.Event`` on the service's side).
+
+    Attributes:
+        rule: the rule's name in pipeline.yaml; ``kind`` what happened
+            (``enter``, ``exit``, ``line_in``, ``line_out``, ``dwell``, ``crowding``).
+        camera: camera id (``camera_id`` in the JSON); ``frame_seq`` the frame.
+        time: capture wall time of that frame, unix seconds; ``pts`` its stream time.
+        track_id / label / label_name / box / score: the object, when one caused it.
+        zone / line: what the rule watches (one of them).
+        count: occupancy (crowding) or running crossing count (lines), else ``None``.
+        extra: rule-specific details (e.g. ``dwell_seconds``).
+        rle: the object's mask as COCO RLE, or ``None``.
+        traceparent / stream / id: as in ``FrameDetections``.
+    """
+
+    rule: str
+    kind: str
+    camera: str
+    time: float
+    frame_seq: int
+    track_id: int | None = None
+    label: int | None = None
+    label_name: str | None = None
+    zone: str | None = None
+    line: str | None = None
+    pts: float | None = None
+    box: Box | None = None
+    score: float | None = None
+    rle: Mapping[str, Any] | None = None
+    count: int | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    traceparent: str | None = None
+    stream: str = ""
+    id: str = ""
+
+    def mask(self) -> np.ndarray | None:
+        """The object's mask as a ``(H, W)`` bool array (decoded now), or ``None``."""
+        return None if self.rle is None else decode_rle(self.rle)
+
+    @classmethod
+    def from_message(cls, msg: Mapping[str, Any], *, stream: str = "", id: str = "") -> Alert:
+        """Parse an alert message; ``MessageError`` names what is wrong."""
+        try:
+            if msg.get("type") != "alert":
+                raise ValueError(f"type is {msg.get('type')!r}, not 'alert'")
+            return cls(
+                rule=str(msg["rule"]),
+                kind=str(msg["kind"]),
+                camera=str(msg["camera_id"]),
+                time=float(msg["time"]),
+                frame_seq=int(msg["frame_seq"]),
+                track_id=_opt_int(msg.get("track_id")),
+                label=_opt_int(msg.get("label")),
+                label_name=msg.get("label_name"),
+                zone=msg.get("zone"),
+                line=msg.get("line"),
+                pts=_opt_float(msg.get("pts")),
+                box=None if msg.get("box") is None else _box(msg["box"]),
+                score=_opt_float(msg.get("score")),
+                rle=msg.get("mask_rle"),
+                count=_opt_int(msg.get("count")),
+                extra=dict(msg.get("extra") or {}),
+                traceparent=msg.get("traceparent"),
+                stream=stream,
+                id=id,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _bad(stream, id, "alert", exc) from None
+
+
+def _instance(d: Mapping[str, Any]) -> Instance:
+    return Instance(
+        box=_box(d["box"]),
+        score=float(d["score"]),
+        label=int(d["label"]),
+        label_name=d.get("label_name"),
+        track_id=_opt_int(d.get("track_id")),
+        rle=d.get("mask"),
+    )
+
+
+def _box(v: Sequence[Any]) -> Box:
+    if len(v) != 4:
+        raise ValueError(f"a box has 4 numbers, got {len(v)}")
+    return (float(v[0]), float(v[1]), float(v[2]), float(v[3]))
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _bad(stream: str, id: str, kind: str, exc: BaseException) -> MessageError:
+    what = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+    where = f"{stream} {id}: " if stream else ""
+    return MessageError(
+        f"{where}not a valid {kind} message: {what} "
+        f"(Client(validate=True) checks each message against {kind}.schema.json)"
+    )
