@@ -151,7 +151,8 @@ class MessageEncoder:
         arch / class_names: the model, named in every detections message.
 
     ``mask_seconds`` counts the CPU time (of the calling thread) spent
-    encoding masks, the rest of ``encode`` being JSON.
+    encoding masks (all of a call's frames first, one clock read around
+    them), the rest of ``encode`` being JSON.
     """
 
     def __init__(self, *, arch: str, class_names: Sequence[str]) -> None:
@@ -162,11 +163,11 @@ class MessageEncoder:
     def encode(self, items: Sequence[tuple[FrameResult, Sequence[Event]]]) -> list[Message]:
         """Messages for ``items``, in order (a frame's alerts follow its detections)."""
         out: list[Message] = []
-        for result, events in items:
+        t0 = time.thread_time()
+        encoded = [mask_json(result) for result, _events in items]
+        self.mask_seconds += time.thread_time() - t0
+        for (result, events), masks in zip(items, encoded, strict=True):
             frame = result.frame
-            t0 = time.thread_time()
-            masks = mask_json(result)
-            self.mask_seconds += time.thread_time() - t0
             msg = detections_message(
                 result,
                 arch=self._arch,
