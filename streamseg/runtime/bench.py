@@ -243,6 +243,7 @@ def run_sources(
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
     cpu = {**pipeline.cpu_seconds(), "process": _process_cpu() - cpu0}
+    pipeline.join()
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
@@ -285,6 +286,7 @@ def run_live(
     finally:
         pipeline.stop()
         pipeline.wait(config.runtime.drain_timeout + 5)
+        pipeline.join(10)
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
     dt = t1 - t0

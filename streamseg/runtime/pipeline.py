@@ -147,6 +147,18 @@ class Pipeline:
         """Wait for the pipeline to finish; ``True`` when it did."""
         return self._done.wait(timeout)
 
+    def join(self, timeout: float = 30.0) -> None:
+        """Wait, at most ``timeout`` seconds in all, for every stage thread to end.
+
+        ``wait`` returns once the sinks are flushed; the other stage threads
+        may still be unwinding then. A process that exits right after must
+        join them first: a daemon thread still inside torch when the
+        interpreter shuts down aborts the process.
+        """
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
     @property
     def finished(self) -> bool:
         return self._done.is_set()
