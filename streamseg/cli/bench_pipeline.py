@@ -145,6 +145,7 @@ def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: i
         "frames": frames,
         "cameras": args.cameras,
         "image_size": [scene.height, scene.width],
+        "scene_objects": scene.num_objects,
         "objects_per_frame": round(sum(len(t.crops) for t in truth) / frames, 2),
         "rules_per_camera": 0,
         "batch_size": config.model.batch_size,

@@ -32,7 +32,8 @@ def _oracle(objects: int, fps: float) -> dict[str, object]:
         "model": "oracle",
         "input": "h264",
         "cameras": 8,
-        "objects_per_frame": objects,
+        "scene_objects": objects,
+        "objects_per_frame": objects - 2.5,
         "e2e_fps": fps,
         "cpu_ms_per_frame": per_frame,
         "host_ms_per_frame": 1.0,
@@ -78,7 +79,7 @@ def test_render_lists_every_figure_with_its_command(tmp_path: Path) -> None:
     assert "**failed** (exit code 2; see `broken.err`)" in text
     oracle = text.split("## Host path with the oracle model")[1]
     row = next(line for line in oracle.splitlines() if line.startswith("| oracle-10obj"))
-    assert row.split(" | ")[1:8] == ["h264", "8", "10", "77.5", "1", "1,000", "0.125"]
+    assert row.split(" | ")[1:8] == ["h264", "8", "10 (7.5)", "77.5", "1", "1,000", "0.125"]
     assert row.rstrip(" |").endswith("123")
     assert "* oracle-10obj: `streamseg bench pipeline x.yaml --model oracle`" in oracle
     # the order of runs.txt: pipeline first, the oracle table last

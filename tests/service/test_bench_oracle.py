@@ -46,6 +46,7 @@ def test_oracle_publishes_ground_truth(cli, tmp_path: Path, redis_server: RedisS
     out = json.loads(proc.stdout)
     assert out["model"] == "oracle" and out["input"] == source
     assert out["image_size"] == [64, 96] and out["rules_per_camera"] == 1
+    assert out["scene_objects"] == 3 and 0 < out["objects_per_frame"] <= 3
     assert out["e2e_frames_published"] == 2 * FRAMES and out["e2e_fps"] > 0
     per_frame = out["cpu_ms_per_frame"]
     assert set(per_frame) == {*STAGE_CPU, "other", "process"}
