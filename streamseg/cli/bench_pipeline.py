@@ -10,8 +10,19 @@ Prints one JSON object: ``model_fps``, ``e2e_fps``, ``ratio`` (goal >= 0.9),
 ``peak_rss_mb``, the set-up, and ``live``: the pipeline's own cameras served
 for ``--seconds`` (per camera ``camera_fps``, ``processed_fps``,
 ``realtime_ratio`` = processed / camera fps, ``dropped`` by reason and
-glass-to-event latency percentiles). Exit codes: 0 done, 1 the run failed, 2 bad
-arguments or config.
+glass-to-event latency percentiles), ``cpu_ms_per_frame`` (CPU time per
+stage, see ``streamseg.runtime.stats.STAGE_CPU``). Exit codes: 0 done, 1 the
+run failed, 2 bad arguments or config.
+
+``--model oracle`` replaces the model by the pipeline's first synthetic
+camera's exact ground truth (``streamseg.runtime.oracle``), so the run times
+everything but the model: ``--width``/``--height``/``--objects`` reshape the
+scene, ``--input h264`` (default) encodes ``--frames`` frames to H.264 and
+decodes them on the CPU, ``--input memory`` hands the decoded frames over
+from memory. It prints ``e2e_fps``, ``cpu_ms_per_frame``,
+``host_ms_per_frame`` / ``host_fps_per_core`` (everything but decoding and
+the model) and, for H.264, ``decode`` (one-thread PyAV decode frames/s per
+core).
 """
 
 from __future__ import annotations
@@ -41,6 +52,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=20.0,
         help="then serve the pipeline's own cameras this long and report each (0: skip)",
     )
+    parser.add_argument(
+        "--model",
+        choices=("config", "oracle"),
+        default="config",
+        help="config: the pipeline's model; oracle: the synthetic scene's exact instances",
+    )
+    parser.add_argument(
+        "--input",
+        choices=("h264", "memory"),
+        default="h264",
+        help="oracle: frames decoded from an H.264 clip on the CPU, or from memory",
+    )
+    parser.add_argument("--width", type=int, help="oracle: scene width (default: the URL's)")
+    parser.add_argument("--height", type=int, help="oracle: scene height (default: the URL's)")
+    parser.add_argument("--objects", type=int, help="oracle: objects in the scene at a time")
     parser.add_argument("--log-level", default="WARNING")
     parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments or config"
 
@@ -61,6 +87,11 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(config.runtime.inference_threads())
+    if args.model == "oracle":
+        with tempfile.TemporaryDirectory() as tmp:
+            result = _run_oracle(config, args, Path(tmp))
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
     with tempfile.TemporaryDirectory() as tmp:
         clip = _clip(config, args, Path(tmp))
         images = bench.decode_clip(clip, limit=args.frames)
@@ -93,6 +124,95 @@ def run(args: argparse.Namespace) -> int:
     result["live"] = live
     print(json.dumps(result, indent=2))
     return EXIT_OK
+
+
+def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    from streamseg.runtime import bench
+    from streamseg.runtime.oracle import FrameTruth, OracleSegmenter
+
+    camera, scene = _oracle_scene(config, args)
+    frames = min(args.frames, scene.num_frames or args.frames)
+    images, truth = [], []
+    for i in range(frames):
+        shown = scene.frame(i)
+        images.append(shown.image)
+        truth.append(FrameTruth.of(shown.gt))
+    cams = [f"bench{k}" for k in range(args.cameras)]
+    warm = [f"warmup{k}" for k in range(args.cameras)] if args.warmup else []
+    oracle = OracleSegmenter(truth=dict.fromkeys(cams + warm, truth), class_names=scene.class_names)
+    extra = {
+        "input": args.input,
+        "frames": frames,
+        "cameras": args.cameras,
+        "image_size": [scene.height, scene.width],
+        "scene_objects": scene.num_objects,
+        "objects_per_frame": round(sum(len(t.crops) for t in truth) / frames, 2),
+        "rules_per_camera": 0,
+        "batch_size": config.model.batch_size,
+    }
+    config = _bench_alerts(config, camera, cams + warm, extra)
+    decode = None
+    with bench.redis_for_bench(config.redis) as redis:
+        e2e_config = config.model_copy(update={"redis": redis})
+        # One-off costs (native kernels loaded on first use, imports) out of the timed run.
+        if warm:
+            warm_frames = images[: args.warmup * config.model.batch_size]
+            sources = {c: bench.MemorySource(c, warm_frames, scene.fps) for c in warm}
+            bench.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
+        if args.input == "h264":
+            clip = bench.write_clip(images, tmp / "clip.mp4", scene.fps)
+            images.clear()
+            decode = bench.decode_fps_per_core(clip)
+            e2e = bench.run_end_to_end(e2e_config, oracle, clip, cameras=args.cameras)
+        else:
+            sources = {c: bench.MemorySource(c, images, scene.fps) for c in cams}
+            e2e = bench.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
+    result = bench.oracle_summary(e2e, extra)
+    result["decode"] = decode
+    return result
+
+
+def _oracle_scene(config, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The pipeline's first synthetic camera and its scene, reshaped by the options."""
+    from streamseg.synthetic.scene import SyntheticScene
+
+    if args.clip:
+        raise UsageError("--model oracle needs a synthetic scene's ground truth: drop --clip")
+    camera = next((c for c in config.cameras if c.url.startswith("synthetic://")), None)
+    if camera is None:
+        raise UsageError(
+            "--model oracle needs a synthetic camera in the pipeline "
+            "(e.g. url: synthetic://?width=1920&height=1080&objects=10)"
+        )
+    overrides = {
+        key: value
+        for key, value in (
+            ("width", args.width),
+            ("height", args.height),
+            ("num_objects", args.objects),
+        )
+        if value is not None
+    }
+    try:
+        scene = SyntheticScene.from_url(camera.url, **overrides)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--model oracle: camera {camera.id!r}: {exc}") from None
+    if args.input == "h264" and (scene.width % 2 or scene.height % 2):
+        raise UsageError(
+            f"--input h264 needs an even frame size (H.264 in 4:2:0), got "
+            f"{scene.width}x{scene.height}: pass an even --width/--height or --input memory"
+        )
+    return camera, scene
+
+
+def _bench_alerts(config, camera, cams: list[str], extra: dict):  # type: ignore[no-untyped-def,type-arg]
+    """``config`` with ``camera``'s alert rules given to every benchmark camera."""
+    rules = config.alerts.cameras.get(camera.id)
+    if rules is None:
+        return config
+    extra["rules_per_camera"] = len(rules.rules)
+    alerts = config.alerts.model_copy(update={"cameras": dict.fromkeys(cams, rules)})
+    return config.model_copy(update={"alerts": alerts})
 
 
 def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[no-untyped-def]

@@ -134,6 +134,8 @@ class BufferedSink(abc.ABC):
         reconnect_initial / reconnect_max: backoff bounds, seconds.
         jitter: random fraction (+-) applied to each backoff.
         secrets: strings (passwords) scrubbed from logged error messages.
+
+    ``cpu_seconds`` counts the writer thread's CPU time spent sending.
     """
 
     type: str = "?"  # the registry key of the subclass ("redis", ...)
@@ -163,6 +165,7 @@ class BufferedSink(abc.ABC):
         self._stopping = False
         self.connected = False
         self.published = self.dropped = self.errors = 0
+        self.cpu_seconds = 0.0
         self.reconnects = 0  # successful reconnections
         self.reconnect_attempts = 0  # connection attempts while the destination was away
         self._failures = 0
@@ -267,7 +270,9 @@ class BufferedSink(abc.ABC):
                 n = min(self._max_batch, len(self._buffer))
                 batch = [self._buffer.popleft() for _ in range(n)]
                 self._inflight = n
+            t0 = time.thread_time()
             self._send(batch)
+            self.cpu_seconds += time.thread_time() - t0
 
     def _due(self) -> bool:
         """Work to do now: a reconnect attempt, or messages to send (lock held)."""

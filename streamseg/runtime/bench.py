@@ -14,6 +14,13 @@ recorded clip:
 
 The goal is ``ratio = e2e_fps / model_fps >= 0.9``: everything but inference
 hidden behind it.
+
+With ``--model oracle`` the model is ``OracleSegmenter`` (the synthetic
+scene's exact instances, no network), so the run times everything but the
+model: ``oracle_summary`` reports CPU milliseconds per frame for each stage
+(``PipelineStats.cpu_seconds``) and the host path's frames/s per core.
+Frames come from an H.264 clip decoded on the CPU, or from memory
+(``MemorySource``: decoding costs nothing).
 """
 
 from __future__ import annotations
@@ -39,25 +46,39 @@ from streamseg.config.redis import RedisConfig
 from streamseg.runtime.factory import build_pipeline, decode_device, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
+from streamseg.runtime.stats import STAGE_CPU
 from streamseg.types import Frame, FrameBatch
 
 __all__ = [
+    "HOST_STAGES",
     "BenchResult",
+    "MemorySource",
     "decode_clip",
+    "decode_fps_per_core",
     "model_only_fps",
+    "oracle_summary",
     "run_end_to_end",
     "run_live",
+    "run_sources",
     "write_clip",
 ]
 
 log = logging.getLogger("streamseg.bench")
 
 
+# The host path of issue 15: everything after decoding but the model.
+HOST_STAGES = ("batching", "host_copy", "track", "rules", "masks", "json", "publish")
+
+
 @dataclasses.dataclass
 class BenchResult:
+    """Frames published in ``seconds``; ``cpu``: CPU seconds per stage and
+    ``process`` (the whole process, every thread)."""
+
     frames: int
     seconds: float
     latencies: list[float]
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def fps(self) -> float:
@@ -90,6 +111,69 @@ def synthetic_clip(url: str, frames: int, folder: Path) -> Path:
     scene = SyntheticScene.from_url(url)
     images = [scene.frame(i).image for i in range(frames)]
     return write_clip(images, folder / "clip.mp4", float(getattr(scene, "fps", 15.0)))
+
+
+def decode_fps_per_core(path: str | Path, limit: int | None = None) -> dict[str, Any]:
+    """Decode ``path`` to RGB on one thread with PyAV; frames per CPU second.
+
+    What a GPU deployment moves to NVDEC. One decoder thread, so CPU
+    seconds and cores agree; the conversion to RGB is counted, as the
+    camera sources do it too.
+    """
+    import av
+
+    frames = 0
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
+        stream.thread_type = "NONE"
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for frame in container.decode(stream):
+            frame.to_ndarray(format="rgb24")
+            frames += 1
+            if limit is not None and frames >= limit:
+                break
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    return {
+        "codec": "h264",
+        "frames": frames,
+        "threads": 1,
+        "fps_per_core": round(frames / cpu, 1) if cpu > 0 else None,
+        "cpu_ms_per_frame": round(1000 * cpu / frames, 3) if frames else None,
+        "wall_fps": round(frames / wall, 1) if wall > 0 else None,
+    }
+
+
+class MemorySource:
+    """A camera replaying decoded ``uint8 (H, W, 3)`` images (not live, no decoding).
+
+    Frame ``i`` has ``seq = i`` and ``pts = i / fps``.
+    """
+
+    live = False
+
+    def __init__(self, camera_id: str, images: Sequence[torch.Tensor], fps: float = 15.0):
+        from streamseg.ingest.health import HealthTracker
+
+        self.camera_id, self.images, self.fps = camera_id, images, fps
+        self._tracker = HealthTracker(camera_id)
+
+    @property
+    def health(self) -> Any:
+        return self._tracker.snapshot()
+
+    def run(self, emit: Any, stop: Any) -> None:
+        from streamseg.ingest.health import HealthState
+
+        self._tracker.set_state(HealthState.STREAMING)
+        for i, image in enumerate(self.images):
+            if stop.is_set():
+                self._tracker.set_state(HealthState.STOPPED)
+                return
+            now = time.time()
+            self._tracker.frame_decoded(emitted=True, when=now)
+            emit(Frame(self.camera_id, i, i / self.fps, now, image))
+        self._tracker.set_state(HealthState.FINISHED)
 
 
 def decode_clip(path: str | Path, limit: int | None = None) -> list[torch.Tensor]:
@@ -145,16 +229,30 @@ def run_end_to_end(
     ]
     device = decode_device(config, cams)
     sources = {cam.id: open_camera(cam, device=device) for cam in cams}
+    return run_sources(config, segmenter, sources)
+
+
+def run_sources(
+    config: PipelineConfig, segmenter: SegmenterLike, sources: dict[str, SourceLike]
+) -> BenchResult:
+    """Run the whole pipeline on non-live ``sources`` until they end; CPU time per stage."""
     pipeline = _pipeline(config, segmenter, sources)
-    t0 = time.monotonic()
+    cpu0, t0 = _process_cpu(), time.monotonic()
     pipeline.start()
     pipeline.wait()
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
+    cpu = {**pipeline.cpu_seconds(), "process": _process_cpu() - cpu0}
+    pipeline.join()
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
-    return BenchResult(published, end - t0, stats.all_latencies())
+    return BenchResult(published, end - t0, stats.all_latencies(), cpu)
+
+
+def _process_cpu() -> float:
+    """CPU seconds of this process so far, every thread (user + system)."""
+    return time.process_time()
 
 
 def run_live(
@@ -188,6 +286,7 @@ def run_live(
     finally:
         pipeline.stop()
         pipeline.wait(config.runtime.drain_timeout + 5)
+        pipeline.join(10)
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
     dt = t1 - t0
@@ -304,5 +403,42 @@ def summary(model: BenchResult, e2e: BenchResult, extra: dict[str, Any]) -> dict
         "goal_ratio": 0.9,
         **_latency_ms(e2e.latencies),
         "e2e_frames_published": e2e.frames,
+        "cpu_ms_per_frame": cpu_ms_per_frame(e2e),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+
+
+def cpu_ms_per_frame(run: BenchResult) -> dict[str, float]:
+    """CPU milliseconds per published frame: each stage of ``STAGE_CPU``,
+    ``other`` (threads no stage owns: FFmpeg's and torch's helper threads,
+    the garbage collector) and ``process`` (all of them)."""
+    if not run.frames or not run.cpu:
+        return {}
+    out = {k: round(1000 * run.cpu.get(k, 0.0) / run.frames, 4) for k in STAGE_CPU}
+    staged = sum(run.cpu.get(k, 0.0) for k in STAGE_CPU)
+    out["other"] = round(1000 * max(0.0, run.cpu["process"] - staged) / run.frames, 4)
+    out["process"] = round(1000 * run.cpu["process"] / run.frames, 4)
+    return out
+
+
+def oracle_summary(e2e: BenchResult, extra: dict[str, Any]) -> dict[str, Any]:
+    """The oracle run: frames/s, per-stage CPU ms per frame and the host path.
+
+    ``host_ms_per_frame`` sums ``HOST_STAGES`` (decode and the model left
+    out); ``host_fps_per_core`` is its inverse, the frames one core could
+    carry through that path (issue goal: 1,000 at 10 objects, 300 at 50).
+    """
+    per_frame = cpu_ms_per_frame(e2e)
+    host = sum(per_frame.get(k, 0.0) for k in HOST_STAGES)
+    return {
+        **extra,
+        "model": "oracle",
+        "e2e_fps": round(e2e.fps, 3),
+        "e2e_frames_published": e2e.frames,
+        **_latency_ms(e2e.latencies),
+        "cpu_ms_per_frame": per_frame,
+        "host_stages": list(HOST_STAGES),
+        "host_ms_per_frame": round(host, 4),
+        "host_fps_per_core": round(1000 / host, 1) if host > 0 else None,
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }

@@ -147,6 +147,18 @@ class Pipeline:
         """Wait for the pipeline to finish; ``True`` when it did."""
         return self._done.wait(timeout)
 
+    def join(self, timeout: float = 30.0) -> None:
+        """Wait, at most ``timeout`` seconds in all, for every stage thread to end.
+
+        ``wait`` returns once the sinks are flushed; the other stage threads
+        may still be unwinding then. A process that exits right after must
+        join them first: a daemon thread still inside torch when the
+        interpreter shuts down aborts the process.
+        """
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
     @property
     def finished(self) -> bool:
         return self._done.is_set()
@@ -207,6 +219,7 @@ class Pipeline:
 
         try:
             while not self.stop_event.is_set():
+                t0 = time.thread_time()
                 try:
                     src.run(emit, self.stop_event)
                 except Exception as exc:
@@ -214,6 +227,8 @@ class Pipeline:
                     if not src.live:
                         self._source_state[cid] = "failed"
                         break
+                finally:
+                    self.stats.add_cpu("decode", time.thread_time() - t0)
                 if not src.live or self.stop_event.wait(SOURCE_RESTART_DELAY):
                     break
                 log.warning("ingest[%s]: source returned while running; restarting it", cid)
@@ -231,10 +246,12 @@ class Pipeline:
         failures = 0
         try:
             while True:
+                t0 = time.thread_time()
                 frames = self.queues.take_batch(self.batch_size, self.max_wait)
                 if frames is None:
                     break
                 self._record_batch(frames)
+                self.stats.add_cpu("batching", time.thread_time() - t0)
                 try:
                     results = self._segment(frames)
                 except Exception as exc:
@@ -247,8 +264,10 @@ class Pipeline:
                         self._fail("segment", exc)
                     continue
                 failures = 0
+                t0 = time.thread_time()
                 for r in results:
                     self.results.put(r)
+                self.stats.add_cpu("host_copy", time.thread_time() - t0)
                 self._between_batches()
         except BaseException as exc:
             self._fail("segment", exc)
@@ -275,9 +294,11 @@ class Pipeline:
                 self.metrics.queue_wait.record(max(0.0, now - f.capture_time))
 
     def _segment(self, frames: Sequence[Frame]) -> list[FrameResult]:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.thread_time()
         with self.tracer.stage("segment", frames, cameras=sorted({f.camera_id for f in frames})):
             instances = self.segmenter.segment(FrameBatch(tuple(frames)))
+        cpu1 = time.thread_time()
+        self.stats.add_cpu("model", cpu1 - cpu0)
         if len(instances) != len(frames):
             raise RuntimeError(
                 f"segmenter returned {len(instances)} results for {len(frames)} frames"
@@ -287,6 +308,7 @@ class Pipeline:
         for f, inst in zip(frames, instances, strict=True):
             self.stats.processed(f.camera_id)
             out.append(FrameResult(f.without_image(), inst))
+        self.stats.add_cpu("host_copy", time.thread_time() - cpu1)
         return out
 
     # -- track -----------------------------------------------------------------
@@ -303,7 +325,8 @@ class Pipeline:
             self.to_publish.close()
 
     def _track(self, results: Sequence[FrameResult]) -> list[TrackItem]:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.thread_time()
+        rules0 = getattr(self.tracker, "rules_seconds", 0.0)
         out: list[TrackItem] = []
         with self.tracer.stage("track", [r.frame for r in results]):
             for r in results:
@@ -325,6 +348,9 @@ class Pipeline:
                     for e in events:
                         self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
         self._stage_time("track", t0)
+        rules = getattr(self.tracker, "rules_seconds", 0.0) - rules0
+        self.stats.add_cpu("rules", rules)
+        self.stats.add_cpu("track", time.thread_time() - cpu0 - rules)
         return out
 
     # -- publish -----------------------------------------------------------------
@@ -335,12 +361,7 @@ class Pipeline:
                 groups, end = self.to_publish.get_many(64, 0.5)
                 items = [item for g in groups for item in g]
                 if items:
-                    t0 = time.monotonic()
-                    with self.tracer.stage("publish", [r.frame for r, _ in items]):
-                        messages = self.encoder.encode(items)
-                        for sink in self.sinks:
-                            sink.submit(messages)
-                    self._stage_time("publish", t0)
+                    self._publish(items)
             deadline = (self._stop_time or time.monotonic()) + self.drain_timeout
             for sink in self.sinks:  # they flush at once, each in its own thread
                 sink.flush(max(1.0, deadline - time.monotonic()))
@@ -349,6 +370,27 @@ class Pipeline:
         finally:
             self._close_sinks()
             self._done.set()
+
+    def _publish(self, items: list[TrackItem]) -> None:
+        t0, cpu0 = time.monotonic(), time.thread_time()
+        masks0 = self.encoder.mask_seconds
+        with self.tracer.stage("publish", [r.frame for r, _ in items]):
+            messages = self.encoder.encode(items)
+            cpu1 = time.thread_time()
+            for sink in self.sinks:
+                sink.submit(messages)
+        masks = self.encoder.mask_seconds - masks0
+        self.stats.add_cpu("masks", masks)
+        self.stats.add_cpu("json", cpu1 - cpu0 - masks)
+        self.stats.add_cpu("publish", time.thread_time() - cpu1)
+        self._stage_time("publish", t0)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds per stage (``stats.STAGE_CPU``), the sinks' writer threads
+        counted in ``publish``."""
+        out = self.stats.cpu_seconds()
+        out["publish"] += sum(float(getattr(s, "cpu_seconds", 0.0)) for s in self.sinks)
+        return out
 
     def _close_sinks(self) -> None:
         for sink in self.sinks:

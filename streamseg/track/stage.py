@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -54,7 +55,8 @@ class TrackingStage:
     whose ``Instances`` have ``track_ids`` (int64, ``-1`` for detections no
     confirmed track took) and the alert events of that frame. Rule
     ``classes`` are checked against ``class_names`` here (``ValueError``
-    naming the camera and rule).
+    naming the camera and rule). ``rules_seconds`` counts the CPU time (of
+    the calling thread) spent in the rules.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class TrackingStage:
         self.cameras: dict[str, _Camera] = {}
         self._metrics = watch(self, meter_provider)
         self._closed = False
+        self.rules_seconds = 0.0
 
     def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]:
         """Track one frame's instances and run that camera's rules."""
@@ -96,7 +99,9 @@ class TrackingStage:
         tracked = FrameResult(frame, inst.replace(track_ids=track_ids))
         events: list[Event] = []
         if cam.rules is not None and self.alerts.enabled:
+            t0 = time.thread_time()
             events = cam.rules.update(out.view)
+            self.rules_seconds += time.thread_time() - t0
             for e in events:
                 attrs = {"camera": e.camera_id, "rule": e.rule, "kind": e.kind}
                 self._metrics.events.add(1, attrs)
