@@ -47,6 +47,7 @@ __all__ = [
     "nms",
     "paste_masks",
     "paste_masks_binary",
+    "paste_masks_crops",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -333,6 +334,38 @@ def paste_masks_binary(
     if kernels is not None and boxes.device == masks.device:
         return kernels.paste_masks_binary(masks, boxes, h, w, int(padding), float(threshold))
     return _ref.paste_masks_binary(masks, boxes, (h, w), float(threshold), int(padding))
+
+
+def paste_masks_crops(
+    masks: Tensor,
+    boxes: Tensor,
+    image_size: tuple[int, int],
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> tuple[list[Tensor], Tensor]:
+    """:func:`paste_masks_binary` as box-local crops: the work follows the boxes' area.
+
+    Args:
+        masks: ``(N, M, M)`` float probabilities.
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        image_size: frame ``(h, w)``.
+        threshold: a pixel is in the mask when its probability is above
+            this; ``>= 0``, so that the mask is empty outside its box.
+        padding: zero border added to the masks before resizing.
+
+    Returns:
+        ``(crops, regions)``: ``regions`` ``(N, 4)`` int64 ``x0, y0, x1, y1``
+        (exclusive, inside the frame: the expanded box the mask is pasted
+        on, clipped), ``crops[i]`` bool ``(y1 - y0, x1 - x0)``, equal to
+        ``paste_masks_binary(...)[i, y0:y1, x0:x1]``; pass both to
+        :func:`crops_to_rle`, or see ``streamseg.types.MaskCrops``.
+    """
+    h, w = _check_paste(masks, boxes, image_size)
+    _check(
+        threshold >= 0,
+        f"threshold must be >= 0 for crops (got {threshold}): below 0 the whole frame is set",
+    )
+    return _ref.paste_masks_crops(masks, boxes, (h, w), float(threshold), int(padding))
 
 
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:

@@ -113,3 +113,62 @@ def test_crops_to_rle_rejects_bad_input() -> None:
         ops.crops_to_rle([crop], torch.tensor([[2, 0, 5, 2]]), (4, 4))
     with pytest.raises(ValueError, match=r"crops\[0\] must be \(2, 2\)"):
         ops.crops_to_rle([crop], torch.tensor([[0, 0, 2, 2]]), (4, 4))
+
+
+PASTE_FRAME = (23, 31)
+PASTE_CASES = {
+    "empty": [],
+    "one": [[3.2, 4.7, 15.1, 12.9]],
+    "border": [[0.0, 0.0, 31.0, 23.0], [-3.0, -2.5, 5.0, 4.0], [25.5, 18.0, 34.0, 26.0]],
+    "out_of_frame": [[40.0, 30.0, 60.0, 50.0], [-20.0, -20.0, -10.0, -12.0], [5, 30, 9, 40]],
+    "degenerate": [[5.0, 5.0, 5.0, 5.0], [9.0, 9.0, 4.0, 14.0], [10.0, 2.0, 10.4, 20.0]],
+    "large": [[-100.0, -80.0, 200.0, 150.0]],
+}
+
+
+def smooth_probs(n: int, seed: int, size: int = 28) -> torch.Tensor:
+    """Mask-head-like probabilities: smooth blobs, many pixels near 0.5."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn((n, 1, size, size), generator=gen) * 4
+    return torch.sigmoid(torch.nn.functional.avg_pool2d(logits, 5, 1, 2))[:, 0]
+
+
+def check_paste(
+    probs: torch.Tensor, boxes: torch.Tensor, size: tuple[int, int], thr: float
+) -> None:
+    crops, regions = ops.paste_masks_crops(probs, boxes, size, thr)
+    assert regions.dtype == torch.int64 and regions.shape == (len(boxes), 4)
+    want = ref.paste_masks_binary(probs, boxes, size, thr)
+    native = ops.paste_masks_binary(probs, boxes, size, thr)
+    h, w = size
+    for i, (x0, y0, x1, y1) in enumerate(regions.tolist()):
+        assert 0 <= x0 <= x1 <= w and 0 <= y0 <= y1 <= h
+        assert crops[i].dtype == torch.bool and crops[i].shape == (y1 - y0, x1 - x0)
+        assert torch.equal(crops[i], want[i, y0:y1, x0:x1])
+        outside = want[i].clone()
+        outside[y0:y1, x0:x1] = False
+        assert not outside.any(), "the frame-size paste is set outside the crop's region"
+    assert torch.equal(want, native)
+    assert ops.crops_to_rle(crops, regions, size) == ops.masks_to_rle(native)
+
+
+@pytest.mark.parametrize("case", PASTE_CASES)
+@pytest.mark.parametrize("threshold", [0.5, 0.0, 0.93])
+def test_paste_crops_equal_the_frame_paste(case: str, threshold: float) -> None:
+    boxes = torch.tensor(PASTE_CASES[case], dtype=torch.float32).reshape(-1, 4)
+    check_paste(smooth_probs(len(boxes), seed=3), boxes, PASTE_FRAME, threshold)
+
+
+def test_paste_crops_equal_the_frame_paste_on_random_detections() -> None:
+    """Many boxes of all sizes, some across the frame's edges, at the model's threshold."""
+    gen = torch.Generator().manual_seed(11)
+    size = (180, 320)
+    centres = torch.rand((200, 2), generator=gen) * torch.tensor([360.0, 220.0]) - 20
+    half = torch.rand((200, 2), generator=gen) * 60 + 0.3
+    boxes = torch.cat((centres - half, centres + half), dim=1)
+    check_paste(smooth_probs(200, seed=12), boxes, size, 0.5)
+
+
+def test_paste_crops_reject_negative_threshold() -> None:
+    with pytest.raises(ValueError, match="threshold must be >= 0"):
+        ops.paste_masks_crops(torch.zeros(1, 4, 4), torch.tensor([[2.0, 2, 9, 9]]), (8, 8), -0.1)
