@@ -26,9 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from torch import Tensor
 
 from streamseg.publish.sink import Message
-from streamseg.types import Event, FrameResult
+from streamseg.types import Event, FrameResult, MaskCrops
 
 __all__ = [
     "DETECTIONS_SCHEMA_VERSION",
@@ -63,9 +64,7 @@ def detections_message(
     tracks = inst.track_ids.tolist() if inst.track_ids is not None else [None] * n
     masks: list[Any] = [None] * n
     if inst.masks is not None and n:
-        from streamseg.ops import masks_to_rle  # type: ignore[attr-defined]
-
-        masks = [_rle_json(r) for r in masks_to_rle(inst.masks)]
+        masks = [_rle_json(r) for r in _rles(inst.masks)]
     instances = []
     for i in range(n):
         label = int(labels[i])
@@ -153,6 +152,15 @@ class MessageEncoder:
             for event in events:
                 out.append(Message("alert", event.camera_id, dumps(alert_message(event))))
         return out
+
+
+def _rles(masks: Tensor | MaskCrops) -> list[dict[str, Any]]:
+    """COCO RLEs of either mask form: crops are encoded without a frame-size mask."""
+    from streamseg import ops
+
+    if isinstance(masks, MaskCrops):
+        return ops.crops_to_rle(masks.crops, masks.boxes, masks.image_size)
+    return ops.masks_to_rle(masks)
 
 
 def _rle_json(rle: Any) -> dict[str, Any]:
