@@ -231,9 +231,14 @@ class MaskCrops:
         )
 
     def to(self, device: Any) -> MaskCrops:
-        return MaskCrops(
-            image_size=self.image_size, boxes=self.boxes, crops=[c.to(device) for c in self.crops]
-        )
+        """The crops on ``device``, moved in one copy (not one per crop)."""
+        target = torch.device(device)
+        if not self.crops or self.device == target:
+            return self
+        flat = torch.cat([c.reshape(-1) for c in self.crops]).to(target)
+        parts = flat.split([c.numel() for c in self.crops])
+        crops = [p.view(c.shape) for p, c in zip(parts, self.crops, strict=True)]
+        return MaskCrops(image_size=self.image_size, boxes=self.boxes, crops=crops)
 
     def to_masks(self) -> Tensor:
         """The frame-size ``bool (N, H, W)`` masks (zero outside each box)."""

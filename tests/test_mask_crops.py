@@ -99,3 +99,11 @@ def test_bad_crops_name_the_problem() -> None:
         MaskCrops(image_size=(6, 8), boxes=torch.tensor([[0, 0, 2, 2]]), crops=[one])
     with pytest.raises(ValueError, match=r"must be \(1, 4\) for 1 crops"):
         MaskCrops(image_size=(6, 8), boxes=torch.zeros((2, 4), dtype=torch.int64), crops=[one])
+
+
+def test_to_moves_every_crop_in_one_copy() -> None:
+    crops = crops3()
+    assert crops.to("cpu") is crops
+    moved = crops.to("meta")
+    assert moved.device.type == "meta" and moved.boxes.device.type == "cpu"
+    assert [tuple(c.shape) for c in moved.crops] == [tuple(c.shape) for c in crops.crops]
