@@ -10,7 +10,8 @@ Example::
 One call runs preprocessing (resize, normalise, pad: one tensor for the whole
 batch), the model's dense part through the chosen backend, and the model's
 post-processing, which returns boxes in frame pixels and ``bool`` masks at
-frame resolution.
+frame resolution (with ``mask_crops=True``, as ``serve`` builds it, Mask
+R-CNN's masks as box-local ``MaskCrops`` instead).
 """
 
 from __future__ import annotations
