@@ -16,7 +16,10 @@ Conventions used everywhere:
   read from its source, ``camera_time`` the camera's own wall clock when the
   source reports one (RTCP sender reports), else ``None``;
 * class labels are integers ``>= 1`` (0 is background), names come from the
-  model's ``class_names``.
+  model's ``class_names``;
+* masks are ``bool (N, H, W)`` at frame resolution, or ``MaskCrops``: each
+  mask as the crop of its box (the serving path's form, whose cost follows
+  the objects' area); ``MaskCrops.to_masks()`` gives the frame-size form.
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ __all__ = [
     "FrameBatch",
     "FrameResult",
     "Instances",
+    "MaskCrops",
     "Track",
     "TrackState",
+    "frame_masks",
+    "mask_grid",
 ]
 
 
@@ -124,6 +130,183 @@ class FrameBatch:
         return [f.camera_id for f in self.frames]
 
 
+class MaskCrops:
+    """``N`` bool masks of one frame, each kept as the crop of a box outside which it is 0.
+
+    Attributes:
+        image_size: ``(H, W)`` of the frame, pixels.
+        boxes: ``int64 (N, 4)`` ``x0, y0, x1, y1`` (exclusive ends) inside
+            the frame, on the CPU.
+        crops: ``N`` bool tensors, ``crops[i]`` of shape
+            ``(y1 - y0, x1 - x0)`` (any device).
+
+    Indexing (int, slice, index or bool tensor, list) and ``len()`` work as
+    on an ``(N, H, W)`` tensor, and so does ``shape``; ``to_masks()`` pastes
+    the crops into frame-size masks for whoever needs them.
+
+    Example:
+        >>> crops = MaskCrops(image_size=(4, 6), boxes=torch.tensor([[1, 1, 3, 2]]),
+        ...                   crops=(torch.tensor([[True, False]]),))
+        >>> crops.to_masks()[0].nonzero().tolist()
+        [[1, 1]]
+    """
+
+    __slots__ = ("image_size", "boxes", "crops")
+
+    def __init__(
+        self, *, image_size: tuple[int, int], boxes: Tensor, crops: Sequence[Tensor]
+    ) -> None:
+        self.image_size = (int(image_size[0]), int(image_size[1]))
+        self.boxes = boxes.to("cpu", torch.int64)
+        self.crops = tuple(crops)
+        self._validate()
+
+    def _validate(self) -> None:
+        h, w = self.image_size
+        b = self.boxes
+        if b.dim() != 2 or b.shape[1] != 4 or b.shape[0] != len(self.crops):
+            raise ValueError(
+                f"MaskCrops.boxes must be ({len(self.crops)}, 4) for {len(self.crops)} crops, "
+                f"got {tuple(b.shape)}"
+            )
+        inside = (b[:, 0] >= 0) & (b[:, 1] >= 0) & (b[:, 2] <= w) & (b[:, 3] <= h)
+        inside &= (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
+        if not bool(inside.all()):
+            i = int((~inside).nonzero()[0])
+            raise ValueError(
+                f"MaskCrops.boxes[{i}] = {b[i].tolist()} is not inside the {h}x{w} frame"
+            )
+        sizes = torch.stack((b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]), dim=1).tolist()
+        for i, (crop, size) in enumerate(zip(self.crops, sizes, strict=True)):
+            if crop.dtype != torch.bool or list(crop.shape) != size:
+                raise ValueError(
+                    f"MaskCrops.crops[{i}] must be bool {tuple(size)} for its box, "
+                    f"got {crop.dtype} {tuple(crop.shape)}"
+                )
+
+    @classmethod
+    def from_masks(cls, masks: Tensor) -> MaskCrops:
+        """Crops of ``(N, H, W)`` bool masks, each to its set pixels' bounding box."""
+        n, h, w = masks.shape
+        masks = masks.bool()
+        rows, cols = masks.any(2), masks.any(1)
+        boxes = torch.zeros((n, 4), dtype=torch.int64)
+        crops = []
+        for i in range(n):
+            ys, xs = rows[i].nonzero(), cols[i].nonzero()
+            if ys.numel() == 0:
+                crops.append(masks.new_zeros((0, 0)))
+                continue
+            y0, y1, x0, x1 = int(ys[0]), int(ys[-1]) + 1, int(xs[0]), int(xs[-1]) + 1
+            boxes[i] = torch.tensor([x0, y0, x1, y1])
+            crops.append(masks[i, y0:y1, x0:x1])
+        return cls(image_size=(h, w), boxes=boxes, crops=crops)
+
+    def __len__(self) -> int:
+        return len(self.crops)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(N, H, W)``: the shape of :meth:`to_masks`."""
+        return (len(self.crops), *self.image_size)
+
+    @property
+    def device(self) -> torch.device:
+        return self.crops[0].device if self.crops else torch.device("cpu")
+
+    def __getitem__(self, index: int | slice | Tensor | Sequence[int]) -> MaskCrops:
+        if isinstance(index, int):
+            index = [index]
+        if isinstance(index, slice):
+            rows = list(range(len(self.crops)))[index]
+        else:
+            picked = torch.as_tensor(index)
+            if picked.dtype == torch.bool:
+                picked = picked.nonzero().flatten()
+            rows = [r + len(self.crops) if r < 0 else r for r in picked.tolist()]
+        return MaskCrops(
+            image_size=self.image_size,
+            boxes=self.boxes[rows].reshape(-1, 4),
+            crops=[self.crops[r] for r in rows],
+        )
+
+    def to(self, device: Any) -> MaskCrops:
+        """The crops on ``device``, moved in one copy (not one per crop)."""
+        target = torch.device(device)
+        if not self.crops or self.device == target:
+            return self
+        flat = torch.cat([c.reshape(-1) for c in self.crops]).to(target)
+        parts = flat.split([c.numel() for c in self.crops])
+        crops = [p.view(c.shape) for p, c in zip(parts, self.crops, strict=True)]
+        return MaskCrops(image_size=self.image_size, boxes=self.boxes, crops=crops)
+
+    def to_masks(self) -> Tensor:
+        """The frame-size ``bool (N, H, W)`` masks (zero outside each box)."""
+        out = torch.zeros(self.shape, dtype=torch.bool, device=self.device)
+        for i, ((x0, y0, x1, y1), crop) in enumerate(
+            zip(self.boxes.tolist(), self.crops, strict=True)
+        ):
+            out[i, y0:y1, x0:x1] = crop
+        return out
+
+    def grid(self, stride: int) -> Tensor:
+        """``to_masks()[:, s // 2 :: s, s // 2 :: s]`` (``s = stride``) on the CPU, from the crops.
+
+        The coarse masks the tracker's mask IoU and the zones' mask share
+        read; each crop gives only the samples that fall in its box.
+        """
+        s, first = int(stride), int(stride) // 2
+        h, w = self.image_size
+        out = torch.zeros(
+            (len(self.crops), _samples(h, first, s), _samples(w, first, s)), dtype=torch.bool
+        )
+        for i, ((x0, y0, x1, y1), crop) in enumerate(
+            zip(self.boxes.tolist(), self.crops, strict=True)
+        ):
+            # Sample cells whose pixel first + k * s lies in [start, end).
+            gx0, gx1 = _samples(x0, first, s), _samples(x1, first, s)
+            gy0, gy1 = _samples(y0, first, s), _samples(y1, first, s)
+            if gx1 > gx0 and gy1 > gy0:
+                part = crop[first + gy0 * s - y0 :: s, first + gx0 * s - x0 :: s]
+                out[i, gy0:gy1, gx0:gx1] = part[: gy1 - gy0, : gx1 - gx0].cpu()
+        return out
+
+    @staticmethod
+    def cat(items: Sequence[MaskCrops]) -> MaskCrops:
+        """The crops of several sets of the same frame size, in order."""
+        if not items:
+            raise ValueError("MaskCrops.cat needs at least one item")
+        size = items[0].image_size
+        if any(i.image_size != size for i in items):
+            raise ValueError("MaskCrops.cat: all items must have the same image_size")
+        return MaskCrops(
+            image_size=size,
+            boxes=torch.cat([i.boxes for i in items]),
+            crops=[c for i in items for c in i.crops],
+        )
+
+    def __repr__(self) -> str:
+        return f"MaskCrops(n={len(self)}, image_size={self.image_size})"
+
+
+def _samples(end: int, first: int, stride: int) -> int:
+    """How many of the pixels ``first, first + stride, ...`` lie below ``end``."""
+    return max(0, -(-(end - first) // stride))
+
+
+def frame_masks(masks: Tensor | MaskCrops) -> Tensor:
+    """``(N, H, W)`` bool frame-size masks of either form."""
+    return masks.to_masks() if isinstance(masks, MaskCrops) else masks
+
+
+def mask_grid(masks: Tensor | MaskCrops, stride: int) -> Tensor:
+    """``masks`` sampled every ``stride`` pixels from ``stride // 2``: ``(N, h, w)`` bool, CPU."""
+    if isinstance(masks, MaskCrops):
+        return masks.grid(stride)
+    s = int(stride)
+    return masks[:, s // 2 :: s, s // 2 :: s].to("cpu", torch.bool).contiguous()
+
+
 class Instances:
     """Object instances found in one frame: parallel tensors of length ``N``.
 
@@ -132,8 +315,10 @@ class Instances:
         boxes: ``float32 (N, 4)`` ``xyxy`` in frame pixels.
         scores: ``float32 (N,)`` confidence in ``[0, 1]``.
         labels: ``int64 (N,)`` class ids (``>= 1``; 0 is background).
-        masks: ``bool (N, H, W)`` at frame resolution, or ``None`` when the
-            model gives no masks.
+        masks: ``bool (N, H, W)`` at frame resolution, or :class:`MaskCrops`
+            (box-local crops, what serving's Mask R-CNN gives), or ``None``
+            when the model gives no masks; :meth:`frame_masks` gives the
+            frame-size form of either.
         track_ids: ``int64 (N,)`` track id per instance once tracked (``-1``
             for instances no track took), else ``None``.
 
@@ -157,7 +342,7 @@ class Instances:
         boxes: Tensor,
         scores: Tensor,
         labels: Tensor,
-        masks: Tensor | None = None,
+        masks: Tensor | MaskCrops | None = None,
         track_ids: Tensor | None = None,
     ) -> None:
         self.image_size = (int(image_size[0]), int(image_size[1]))
@@ -178,7 +363,12 @@ class Instances:
                 raise ValueError(f"Instances.{name} must be ({n},), got {tuple(t.shape)}")
         if self.masks is not None:
             h, w = self.image_size
-            if self.masks.dim() != 3 or tuple(self.masks.shape) != (n, h, w):
+            if isinstance(self.masks, MaskCrops):
+                if self.masks.shape != (n, h, w):
+                    raise ValueError(
+                        f"Instances.masks must be ({n}, {h}, {w}) crops, got {self.masks.shape}"
+                    )
+            elif self.masks.dim() != 3 or tuple(self.masks.shape) != (n, h, w):
                 raise ValueError(
                     f"Instances.masks must be ({n}, {h}, {w}), got {tuple(self.masks.shape)}"
                 )
@@ -246,14 +436,24 @@ class Instances:
                 return None
             return torch.cat(parts)
 
+        masks: Tensor | MaskCrops | None = None
+        parts = [i.masks for i in items]
+        if all(isinstance(p, MaskCrops) for p in parts):
+            masks = MaskCrops.cat([p for p in parts if isinstance(p, MaskCrops)])
+        elif all(p is not None for p in parts):
+            masks = torch.cat([frame_masks(p) for p in parts if p is not None])
         return Instances(
             image_size=size,
             boxes=torch.cat([i.boxes for i in items]),
             scores=torch.cat([i.scores for i in items]),
             labels=torch.cat([i.labels for i in items]),
-            masks=cat_opt("masks"),
+            masks=masks,
             track_ids=cat_opt("track_ids"),
         )
+
+    def frame_masks(self) -> Tensor | None:
+        """The masks as ``bool (N, H, W)`` at frame resolution (crops pasted), or ``None``."""
+        return None if self.masks is None else frame_masks(self.masks)
 
     def __repr__(self) -> str:
         return (

@@ -16,8 +16,10 @@ Every model follows one contract (see ``docs/architecture.md``):
 * ``model(images, image_sizes)`` in eval mode: ``images`` is ``float32
   (B, 3, H, W)`` normalised and padded, ``image_sizes`` the unpadded
   ``(h, w)`` of each; returns raw per-image outputs;
-* ``model.postprocess(outputs, image_sizes, frame_sizes)`` -> list of
-  :class:`streamseg.types.Instances` at frame resolution;
+* ``model.postprocess(outputs, image_sizes, frame_sizes, mask_crops=False)``
+  -> list of :class:`streamseg.types.Instances` at frame resolution; with
+  ``mask_crops`` a model may give its masks as ``MaskCrops`` (Mask R-CNN
+  does; Mask2Former's are frame-size either way);
 * ``model(images, image_sizes, targets)`` in train mode -> dict of scalar
   losses.
 

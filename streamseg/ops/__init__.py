@@ -32,11 +32,13 @@ from torch import Tensor
 
 from streamseg.ops import _native
 from streamseg.ops import reference as _ref
+from streamseg.ops import rle as _rle
 
 __all__ = [
     "batched_nms",
     "box_iou",
     "clip_boxes",
+    "crops_to_rle",
     "decode_boxes",
     "encode_boxes",
     "mask_to_rle",
@@ -45,6 +47,7 @@ __all__ = [
     "nms",
     "paste_masks",
     "paste_masks_binary",
+    "paste_masks_crops",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -333,6 +336,38 @@ def paste_masks_binary(
     return _ref.paste_masks_binary(masks, boxes, (h, w), float(threshold), int(padding))
 
 
+def paste_masks_crops(
+    masks: Tensor,
+    boxes: Tensor,
+    image_size: tuple[int, int],
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> tuple[list[Tensor], Tensor]:
+    """:func:`paste_masks_binary` as box-local crops: the work follows the boxes' area.
+
+    Args:
+        masks: ``(N, M, M)`` float probabilities.
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        image_size: frame ``(h, w)``.
+        threshold: a pixel is in the mask when its probability is above
+            this; ``>= 0``, so that the mask is empty outside its box.
+        padding: zero border added to the masks before resizing.
+
+    Returns:
+        ``(crops, regions)``: ``regions`` ``(N, 4)`` int64 ``x0, y0, x1, y1``
+        (exclusive, inside the frame: the expanded box the mask is pasted
+        on, clipped), ``crops[i]`` bool ``(y1 - y0, x1 - x0)``, equal to
+        ``paste_masks_binary(...)[i, y0:y1, x0:x1]``; pass both to
+        :func:`crops_to_rle`, or see ``streamseg.types.MaskCrops``.
+    """
+    h, w = _check_paste(masks, boxes, image_size)
+    _check(
+        threshold >= 0,
+        f"threshold must be >= 0 for crops (got {threshold}): below 0 the whole frame is set",
+    )
+    return _ref.paste_masks_crops(masks, boxes, (h, w), float(threshold), int(padding))
+
+
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     """``(N, h, w)`` bool masks -> COCO compressed RLEs ``{"size": [h, w], "counts": str}``.
 
@@ -356,6 +391,45 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
             start += length
         return out
     return _ref.masks_to_rle(masks)
+
+
+def crops_to_rle(
+    crops: Sequence[Tensor], boxes: Tensor, image_size: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """Box-local masks -> the frame-size COCO RLEs of :func:`masks_to_rle`, byte for byte.
+
+    Args:
+        crops: ``N`` bool (or 0/1) tensors, ``crops[i]`` of shape
+            ``(y1 - y0, x1 - x0)`` for ``boxes[i]``.
+        boxes: ``(N, 4)`` integer ``x0, y0, x1, y1`` (exclusive ends)
+            inside the frame; the mask is zero outside its box.
+        image_size: frame ``(h, w)``.
+
+    Returns:
+        ``[{"size": [h, w], "counts": str}]``, what :func:`masks_to_rle`
+        gives for the frame-size masks; the work follows the crops' area
+        (runs of zeros between a box's columns are counted, not scanned).
+    """
+    h, w = int(image_size[0]), int(image_size[1])
+    _check(
+        boxes.dim() == 2 and boxes.shape[1] == 4 and not boxes.is_floating_point(),
+        f"boxes must be (N, 4) integers, got shape {tuple(boxes.shape)} {boxes.dtype}",
+    )
+    _check(
+        len(crops) == boxes.shape[0],
+        f"crops and boxes must have the same length, got {len(crops)} and {boxes.shape[0]}",
+    )
+    rows = boxes.tolist()
+    for i, ((x0, y0, x1, y1), crop) in enumerate(zip(rows, crops, strict=True)):
+        _check(
+            0 <= x0 <= x1 <= w and 0 <= y0 <= y1 <= h,
+            f"boxes[{i}] = {[x0, y0, x1, y1]} is not inside the {h}x{w} frame",
+        )
+        _check(
+            tuple(crop.shape) == (y1 - y0, x1 - x0),
+            f"crops[{i}] must be ({y1 - y0}, {x1 - x0}) for its box, got {tuple(crop.shape)}",
+        )
+    return _rle.crops_to_rle(crops, boxes, (h, w))
 
 
 def mask_to_rle(mask: Tensor) -> dict[str, Any]:

@@ -35,6 +35,7 @@ __all__ = [
     "nms",
     "paste_masks",
     "paste_masks_binary",
+    "paste_masks_crops",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -406,3 +407,54 @@ def paste_masks_binary(
 ) -> Tensor:
     """:func:`paste_masks` thresholded: ``(N, h, w)`` bool, ``probability > threshold``."""
     return paste_masks(masks, boxes, image_size, padding) > threshold
+
+
+def paste_regions(int_boxes: Tensor, image_size: tuple[int, int]) -> Tensor:
+    """Where pasted masks can be non-zero: ``(N, 4)`` int64 ``x0, y0, x1, y1`` (exclusive).
+
+    The inclusive ``int_boxes`` of :func:`paste_boxes` clipped to the frame;
+    a box outside the frame becomes an empty region on the nearest edge.
+    """
+    h, w = image_size
+    x0 = int_boxes[:, 0].clamp(0, w)
+    y0 = int_boxes[:, 1].clamp(0, h)
+    x1 = torch.maximum((int_boxes[:, 2] + 1).clamp(max=w), x0)
+    y1 = torch.maximum((int_boxes[:, 3] + 1).clamp(max=h), y0)
+    return torch.stack((x0, y0, x1, y1), dim=1)
+
+
+def paste_masks_crops(
+    masks: Tensor,
+    boxes: Tensor,
+    image_size: tuple[int, int],
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> tuple[list[Tensor], Tensor]:
+    """:func:`paste_masks_binary` written only where each mask can be set.
+
+    Returns ``(crops, regions)``: ``regions`` ``(N, 4)`` int64 ``x0, y0, x1,
+    y1`` (exclusive, inside the frame) from :func:`paste_regions`, and
+    ``crops[i]`` bool ``(y1 - y0, x1 - x0)``, equal to
+    ``paste_masks_binary(...)[i, y0:y1, x0:x1]``; the frame-size mask is 0
+    (below any ``threshold >= 0``) outside the region. The cost follows the
+    boxes' area, not the frame's.
+    """
+    n = masks.shape[0]
+    int_boxes = paste_boxes(boxes, masks.shape[-1], padding)
+    regions = paste_regions(int_boxes, image_size)
+    if n == 0:
+        return [], regions
+    padded = F.pad(masks, (padding,) * 4)
+    crops = []
+    for i, ((x0, y0, x1, y1), (fx0, fy0, fx1, fy1)) in enumerate(
+        zip(int_boxes.tolist(), regions.tolist(), strict=True)
+    ):
+        if fx1 <= fx0 or fy1 <= fy0:
+            crops.append(torch.zeros((fy1 - fy0, fx1 - fx0), dtype=torch.bool, device=masks.device))
+            continue
+        # The whole expanded box is resized, as paste_masks does, so that each
+        # pixel is the same float; only the part inside the frame is kept.
+        size = (max(y1 - y0 + 1, 1), max(x1 - x0 + 1, 1))
+        res = F.interpolate(padded[i][None, None], size=size, mode="bilinear", align_corners=False)
+        crops.append(res[0, 0, fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0] > threshold)
+    return crops, regions

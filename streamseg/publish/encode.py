@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
+from torch import Tensor
 
 from streamseg.publish.sink import Message
-from streamseg.types import Event, FrameResult
+from streamseg.types import Event, FrameResult, MaskCrops
 
 __all__ = [
     "DETECTIONS_SCHEMA_VERSION",
@@ -108,9 +109,7 @@ def mask_json(result: FrameResult) -> list[dict[str, Any] | None]:
     n = len(inst)
     if inst.masks is None or not n:
         return [None] * n
-    from streamseg.ops import masks_to_rle  # type: ignore[attr-defined]
-
-    return [_rle_json(r) for r in masks_to_rle(inst.masks)]
+    return [_rle_json(r) for r in _rles(inst.masks)]
 
 
 def alert_message(event: Event, *, traceparent: str | None = None) -> dict[str, Any]:
@@ -184,6 +183,15 @@ class MessageEncoder:
                 body = dumps(alert_message(event, traceparent=trace))
                 out.append(Message("alert", event.camera_id, body))
         return out
+
+
+def _rles(masks: Tensor | MaskCrops) -> list[dict[str, Any]]:
+    """COCO RLEs of either mask form: crops are encoded without a frame-size mask."""
+    from streamseg import ops
+
+    if isinstance(masks, MaskCrops):
+        return ops.crops_to_rle(masks.crops, masks.boxes, masks.image_size)
+    return ops.masks_to_rle(masks)
 
 
 def _rle_json(rle: Any) -> dict[str, Any]:

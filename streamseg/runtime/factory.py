@@ -117,7 +117,9 @@ def build_segmenter(model: ModelConfig) -> SegmenterLike:
     log.info(
         "model: loading %s on %s (%s, %s)", model.arch, model.device, model.precision, model.backend
     )
-    segmenter: SegmenterLike = Segmenter(**options)
+    # Serving reads masks only through RLE, the tracker's grid and the zones'
+    # mask share, all of which take box-local crops: no frame-size masks.
+    segmenter: SegmenterLike = Segmenter(**options, mask_crops=True)
     # The first batch's one-off costs (native kernels, a compiled backend's
     # first run) are paid here, before the cameras start and while /readyz
     # still says the model is loading.

@@ -3,14 +3,14 @@
 ``OracleSegmenter`` has the ``Segmenter`` interface (``class_names``,
 ``segment(batch)``, ``warm_up``, ``close``) but runs no network: for each
 frame it returns the ground truth of the scene frame it shows (boxes,
-labels, frame-size masks, score 1), found by the frame's camera and
+labels, masks, score 1), found by the frame's camera and
 ``Frame.seq``. Sources number frames from 0 in the order they read them
 (a synthetic camera's ``seq`` is the scene's frame index, a file's is the
 decoded frame's position), so a clip rendered from frames ``0..n-1`` of a
 scene lines up with that scene's ground truth.
 
-The truth is kept compact (each mask as the crop of its box) and expanded
-to frame-size masks in ``segment``, as a model's post-processing would.
+The truth is kept compact (each mask as the crop of its box) and handed on
+as ``MaskCrops``, the form Mask R-CNN's post-processing gives serve.
 
 Example:
     >>> from streamseg.synthetic.scene import SyntheticScene
@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from streamseg.synthetic.scene import SyntheticScene
-from streamseg.types import FrameBatch, Instances
+from streamseg.types import FrameBatch, Instances, MaskCrops
 
 __all__ = ["FrameTruth", "OracleSegmenter"]
 
@@ -54,20 +54,22 @@ class FrameTruth:
     @classmethod
     def of(cls, gt: Instances) -> FrameTruth:
         """The compact form of ``gt`` (a ``SceneFrame.gt``, with masks)."""
-        if gt.masks is None:
+        masks = gt.frame_masks()
+        if masks is None:
             raise ValueError("FrameTruth needs instances with masks")
         corners = gt.boxes.round().to(torch.int64).tolist()
         crops = tuple(
-            gt.masks[i, y1:y2, x1:x2].clone() for i, (x1, y1, x2, y2) in enumerate(corners)
+            masks[i, y1:y2, x1:x2].clone() for i, (x1, y1, x2, y2) in enumerate(corners)
         )
         return cls(gt.image_size, gt.boxes.clone(), gt.labels.clone(), crops)
 
     def instances(self) -> Instances:
-        """Frame-size ``Instances`` (scores 1, no track ids)."""
+        """``Instances`` with box-local ``MaskCrops`` (scores 1, no track ids), the
+        form Mask R-CNN's post-processing hands to the host path."""
         n = len(self.crops)
-        masks = torch.zeros((n, *self.image_size), dtype=torch.bool)
-        for i, (x1, y1, x2, y2) in enumerate(self.boxes.to(torch.int64).tolist()):
-            masks[i, y1:y2, x1:x2] = self.crops[i]
+        masks = MaskCrops(
+            image_size=self.image_size, boxes=self.boxes.to(torch.int64), crops=self.crops
+        )
         return Instances(
             image_size=self.image_size,
             boxes=self.boxes,

@@ -10,7 +10,8 @@ Example::
 One call runs preprocessing (resize, normalise, pad: one tensor for the whole
 batch), the model's dense part through the chosen backend, and the model's
 post-processing, which returns boxes in frame pixels and ``bool`` masks at
-frame resolution.
+frame resolution (with ``mask_crops=True``, as ``serve`` builds it, Mask
+R-CNN's masks as box-local ``MaskCrops`` instead).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class Segmenter:
         aot_package: the ``.pt2`` file of ``streamseg export`` (backend ``aot``).
         compiled_parts: backends ``inductor``/``tensorrt``: compile only these
             dense parts (e.g. ``("backbone",)``); default all.
+        mask_crops: give Mask R-CNN's masks as box-local ``MaskCrops``
+            (what serving publishes from, at a cost that follows the
+            objects' area) instead of frame-size tensors.
         model_options: ``build_model`` options (``num_classes``,
             ``score_threshold``, ``min_size``, ...).
 
@@ -70,6 +74,7 @@ class Segmenter:
         channels_last: bool = False,
         aot_package: str | None = None,
         compiled_parts: Sequence[str] | None = None,
+        mask_crops: bool = False,
         **model_options: Any,
     ) -> None:
         if precision not in PRECISIONS:
@@ -86,6 +91,7 @@ class Segmenter:
         self.precision = precision
         self.channels_last = channels_last
         self.weights = weights
+        self.mask_crops = mask_crops
         self._options = dict(model_options)
         self._lock = threading.Lock()
         model, self._class_names = load_model(arch, weights, self._options)
@@ -146,7 +152,8 @@ class Segmenter:
             one :class:`Instances` per frame, in order: ``boxes`` float32
             ``(N, 4)`` xyxy frame pixels, ``scores``, ``labels`` (``>= 1``),
             ``masks`` bool ``(N, H, W)`` at the frame's resolution, on
-            ``device``.
+            ``device`` (with ``mask_crops``, Mask R-CNN's are ``MaskCrops``:
+            ``Instances.frame_masks()`` gives the frame-size form).
         """
         if len(batch) == 0:
             return []
@@ -155,7 +162,7 @@ class Segmenter:
             with autocast(self.device, self.precision):
                 outputs = self._model(inputs.images, inputs.image_sizes)
             results: list[Instances] = self._model.postprocess(  # type: ignore[operator]
-                outputs, inputs.image_sizes, inputs.frame_sizes
+                outputs, inputs.image_sizes, inputs.frame_sizes, mask_crops=self.mask_crops
             )
         return results
 

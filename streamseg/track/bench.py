@@ -72,7 +72,8 @@ class Degrade:
         # A detector is less sure of a partly hidden object.
         scores = np.clip(0.3 + 0.65 * vis + rng.normal(0.0, 0.05, len(vis)), 0.05, 1.0)
         labels = gt.labels.numpy()[keep]
-        masks = None if gt.masks is None else gt.masks[torch.from_numpy(keep)]
+        full = gt.frame_masks()
+        masks = None if full is None else full[torch.from_numpy(keep)]
         h, w = gt.image_size
         k = int(rng.poisson(self.false_positives))
         if k:

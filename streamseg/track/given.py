@@ -14,6 +14,7 @@ from torch import Tensor
 
 from streamseg.track.tracker import TrackerOutput
 from streamseg.track.view import FrameInfo, TrackView
+from streamseg.types import MaskCrops
 
 __all__ = ["GivenIdTracker"]
 
@@ -50,7 +51,7 @@ class GivenIdTracker:
         scores: F64,
         labels: I64,
         track_ids: I64 | None,
-        masks: Tensor | None = None,
+        masks: Tensor | MaskCrops | None = None,
     ) -> TrackerOutput:
         """One frame; ``track_ids (N,)`` as given (``-1``/``None``: untracked)."""
         n = len(boxes)

@@ -23,6 +23,8 @@ from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
+from streamseg.types import MaskCrops, mask_grid
+
 __all__ = [
     "MaskGrid",
     "assign",
@@ -158,10 +160,9 @@ class MaskGrid:
     def __init__(self, image_size: tuple[int, int], resolution: int) -> None:
         self.stride = max(1, math.ceil(max(image_size) / resolution))
 
-    def reduce(self, masks: Tensor) -> Tensor:
-        """``(N, H, W)`` bool -> ``(N, h, w)`` bool on the CPU (one sample per cell)."""
-        s = self.stride
-        return masks[:, s // 2 :: s, s // 2 :: s].to("cpu", torch.bool).contiguous()
+    def reduce(self, masks: Tensor | MaskCrops) -> Tensor:
+        """``(N, H, W)`` bool or crops -> ``(N, h, w)`` bool on the CPU (one sample per cell)."""
+        return mask_grid(masks, self.stride)
 
 
 def _shift(masks: Tensor, dx: Tensor, dy: Tensor) -> Tensor:

@@ -52,6 +52,7 @@ from streamseg.track.matching import (
 )
 from streamseg.track.state import TrackTable
 from streamseg.track.view import FrameInfo, TrackView
+from streamseg.types import MaskCrops
 
 __all__ = ["ByteTracker", "TrackerOutput"]
 
@@ -99,14 +100,14 @@ class ByteTracker:
         boxes: F64,
         scores: F64,
         labels: I64,
-        masks: Tensor | None = None,
+        masks: Tensor | MaskCrops | None = None,
     ) -> TrackerOutput:
         """Associate one frame's detections.
 
         Args:
             frame: camera, capture time (seconds) and size of the frame.
             boxes: ``(N, 4)`` float64 xyxy pixels; ``scores (N,)``; ``labels (N,)``.
-            masks: ``(N, H, W)`` bool, used with ``match: mask_iou``.
+            masks: ``(N, H, W)`` bool or ``MaskCrops``, used with ``match: mask_iou``.
 
         Returns:
             the track id of each detection and the view for the alert rules.
@@ -204,7 +205,7 @@ class ByteTracker:
         t.shadowed = np.where(shadowed(det_of, close, t.ids), t.shadowed + 1, 0)
         return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
 
-    def _det_grid(self, size: tuple[int, int], masks: Tensor | None) -> Tensor | None:
+    def _det_grid(self, size: tuple[int, int], masks: Tensor | MaskCrops | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:
             return None
         if self._grid is None:
@@ -381,7 +382,7 @@ class ByteTracker:
         self,
         frame: FrameInfo,
         n: int,
-        masks: Tensor | None,
+        masks: Tensor | MaskCrops | None,
         scores: F64,
         removed: list[tuple[int, F64, int, float]],
     ) -> TrackerOutput:

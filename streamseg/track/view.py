@@ -10,6 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import Tensor
 
+from streamseg.types import MaskCrops
+
 __all__ = ["FrameInfo", "TrackView"]
 
 F64 = NDArray[np.float64]
@@ -46,8 +48,8 @@ class TrackView:
         first_seen: ``float64 (K,)`` capture time of that first box, seconds.
         labels: ``int64 (K,)`` smoothed class ids; ``scores``: smoothed scores.
         det_scores: ``float64 (K,)`` this frame's detection scores.
-        masks: the frame's ``bool (N, H, W)`` masks (index with
-            ``det_index``), or ``None``.
+        masks: the frame's ``bool (N, H, W)`` masks or ``MaskCrops``
+            (index with ``det_index``), or ``None``.
         removed_ids: ``int64 (R,)`` confirmed tracks dropped in this frame
             (lost too long), with their last ``removed_boxes (R, 4)``,
             ``removed_labels (R,)`` and ``removed_scores (R,)``.
@@ -63,7 +65,7 @@ class TrackView:
     labels: I64
     scores: F64
     det_scores: F64
-    masks: Tensor | None = None
+    masks: Tensor | MaskCrops | None = None
     removed_ids: I64 = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     removed_boxes: F64 = dataclasses.field(default_factory=lambda: np.zeros((0, 4)))
     removed_labels: I64 = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))

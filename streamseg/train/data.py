@@ -353,7 +353,9 @@ class SyntheticDataset:
         gt = frame.gt
         labels = self._labels[gt.labels.cpu()]
         keep = labels > 0
-        masks = gt.masks if gt.masks is not None else _box_masks(gt.boxes, gt.image_size)
+        masks = gt.frame_masks()
+        if masks is None:
+            masks = _box_masks(gt.boxes, gt.image_size)
         sample = Sample(
             image=frame.image.cpu(),
             boxes=gt.boxes[keep].float().cpu(),

@@ -87,7 +87,8 @@ def detections_to_coco(image_id: int, instances: Instances) -> list[dict[str, An
     """One image's ``Instances`` -> COCO result dicts (boxes ``xywh``, RLE masks)."""
     inst = instances.to("cpu")
     out = []
-    rles = masks_to_rle(inst.masks) if inst.masks is not None and len(inst) else []
+    masks = inst.frame_masks()
+    rles = masks_to_rle(masks) if masks is not None and len(inst) else []
     for i in range(len(inst)):
         x1, y1, x2, y2 = (float(v) for v in inst.boxes[i])
         det: dict[str, Any] = {

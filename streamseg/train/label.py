@@ -332,8 +332,9 @@ def _annotations(
 ) -> list[dict[str, Any]]:
     if not len(inst):
         return []
-    assert inst.masks is not None, "the teacher gives no masks"
-    rles = _masks_to_rle(inst.masks)
+    masks = inst.frame_masks()
+    assert masks is not None, "the teacher gives no masks"
+    rles = _masks_to_rle(masks)
     out = []
     for i, rle in enumerate(rles):
         x1, y1, x2, y2 = (float(v) for v in inst.boxes[i])
@@ -342,7 +343,7 @@ def _annotations(
                 "image_id": image_id,
                 "category_id": category_of[int(inst.labels[i])],
                 "bbox": [x1, y1, x2 - x1, y2 - y1],
-                "area": float(inst.masks[i].sum()),
+                "area": float(masks[i].sum()),
                 "iscrowd": 0,
                 "segmentation": rle,
                 "score": float(inst.scores[i]),

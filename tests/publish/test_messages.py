@@ -10,7 +10,7 @@ import torch
 
 from streamseg.publish.encode import alert_message, detections_message, dumps
 from streamseg.schemas import load_schema
-from streamseg.types import Event, Frame, FrameResult, Instances
+from streamseg.types import Event, Frame, FrameResult, Instances, MaskCrops
 
 CLASS_NAMES = ("__background__", "person", "car")
 
@@ -161,3 +161,17 @@ def test_dumps_says_what_the_standard_library_says() -> None:
     with pytest.raises(ValueError, match="not JSON"):
         alert_message(Event(rule="r", kind="dwell", camera_id="gate", time=float("inf"),
                             frame_seq=1))  # fmt: skip
+
+
+def test_detections_from_crops_are_the_frame_masks_message() -> None:
+    """Masks as box-local crops publish the same bytes as the frame-size masks."""
+    res = result(3, masks=True, tracked=True)
+    assert isinstance(res.instances.masks, torch.Tensor)
+    crops = MaskCrops.from_masks(res.instances.masks)
+    as_crops = FrameResult(res.frame, res.instances.replace(masks=crops))
+    want = detections_message(res, arch="a", class_names=CLASS_NAMES, published_time=1.0)
+    got = detections_message(as_crops, arch="a", class_names=CLASS_NAMES, published_time=1.0)
+    assert dumps(got) == dumps(want)
+    assert [i["mask"]["counts"] for i in got["instances"]] == [
+        i["mask"]["counts"] for i in want["instances"]
+    ]

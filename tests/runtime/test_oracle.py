@@ -21,7 +21,7 @@ def test_each_frame_gets_its_own_ground_truth() -> None:
         gt = scene.frame(index).gt
         assert len(gt) > 0 and got.image_size == gt.image_size
         assert torch.equal(got.boxes, gt.boxes) and torch.equal(got.labels, gt.labels)
-        assert got.masks is not None and torch.equal(got.masks, gt.masks)
+        assert got.masks is not None and torch.equal(got.frame_masks(), gt.masks)
         assert torch.equal(got.scores, torch.ones(len(gt))) and got.track_ids is None
 
 

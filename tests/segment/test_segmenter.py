@@ -165,3 +165,44 @@ def test_warm_up_segments_the_largest_landscape_input(segmenter: Segmenter) -> N
     assert segmenter.warm_up() > 0
     # Nothing of the blank frame stays behind: a real batch still segments.
     assert len(segmenter.segment(scene_batch([(96, 160)]))) == 1
+
+
+def test_mask_crops_publish_the_same_messages_as_frame_masks(segmenter: Segmenter) -> None:
+    """Serving's crops path and the frame-size path: the same RLE strings, byte for byte.
+
+    The trained demo model on synthetic scenes (confident masks), and the
+    random small model at score 0 (many boxes, some across the frame's edges).
+    """
+    from streamseg.publish.encode import detections_message
+    from streamseg.synthetic.scene import SyntheticScene
+    from streamseg.types import Frame, FrameResult, MaskCrops
+
+    scene = SyntheticScene(seed=1001, height=240, width=320, num_objects=6)
+    frames = tuple(
+        Frame("cam", i, f.time, 0.0, f.image) for i, f in enumerate(scene.frame(k) for k in (0, 9))
+    )
+    demo = Segmenter(arch="maskrcnn_small", weights=str(DEMO))
+    cases = [(demo, FrameBatch(frames)), (segmenter, scene_batch([(120, 200), (90, 160)]))]
+    for seg, batch in cases:
+        published = 0
+        frame_path = seg.segment(batch)
+        seg.mask_crops = True
+        try:
+            crop_path = seg.segment(batch)
+        finally:
+            seg.mask_crops = False
+        for frame, old, new in zip(batch.frames, frame_path, crop_path, strict=True):
+            assert isinstance(old.masks, torch.Tensor) and isinstance(new.masks, MaskCrops)
+            assert torch.equal(new.frame_masks(), old.masks)
+            messages = [
+                detections_message(
+                    FrameResult(frame.without_image(), inst),
+                    arch="maskrcnn_small",
+                    class_names=seg.class_names,
+                    published_time=1.0,
+                )
+                for inst in (old, new)
+            ]
+            assert messages[0] == messages[1]
+            published += sum(int(m.any()) for m in old.masks)
+        assert published >= 4  # non-empty masks compared

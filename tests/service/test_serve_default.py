@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from streamseg.ops import rle_to_mask
 from tests.support.serve import REPO, ServeProcess
 from tests.support.servers import RedisServer, free_port
 
@@ -37,6 +38,8 @@ def test_default_pipeline_serves(
     assert found, "the demo model found nothing in the synthetic scene"
     assert {i["label_name"] for i in found} <= SYNTHETIC_CLASSES
     assert all(i["mask"]["size"] == [240, 320] for i in found)
+    # Serving pastes masks as box-local crops: the published RLE still holds them.
+    assert any(bool(rle_to_mask(i["mask"]).any()) for i in found)
     assert any(i["track_id"] is not None for i in found)
     # synth-a's rules (a line through the middle, a zone on the right) fire.
     proc.wait_for(lambda: client.xlen("streamseg:alerts") >= 1, 120, "an alert is published")

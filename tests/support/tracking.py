@@ -11,7 +11,7 @@ import torch
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.stage import TrackingStage
-from streamseg.types import Event, Frame, FrameResult, Instances
+from streamseg.types import Event, Frame, FrameResult, Instances, MaskCrops
 
 NAMES = ("__background__", "person", "car", "dog")
 SIZE = (100, 200)  # (H, W) pixels
@@ -53,7 +53,9 @@ class Driver:
 
     With ``given_ids=True`` tracking is off and instances carry the ids the
     test chooses (``step(..., ids=[...])``), so rule geometry is tested on
-    exact positions; otherwise the ByteTracker assigns ids.
+    exact positions; otherwise the ByteTracker assigns ids. With
+    ``mask_crops=True`` the frame-size masks given to ``step`` reach the
+    stage as ``MaskCrops`` (what serving's Mask R-CNN gives).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Driver:
         given_ids: bool = False,
         fps: float = 10.0,
         size: tuple[int, int] = SIZE,
+        mask_crops: bool = False,
         **tracking: Any,
     ) -> None:
         if given_ids:
@@ -73,6 +76,7 @@ class Driver:
         )
         self.fps = fps
         self.size = size
+        self.mask_crops = mask_crops
         self.seq = 0
         self.results: list[FrameResult] = []
 
@@ -85,6 +89,8 @@ class Driver:
     ) -> list[Event]:
         """Process one frame at time ``seq / fps`` (a skipped ``seq`` is a dropped frame)."""
         inst = instances(boxes, size=self.size, **kw)
+        if self.mask_crops and isinstance(inst.masks, torch.Tensor):
+            inst = inst.replace(masks=MaskCrops.from_masks(inst.masks))
         frame = Frame(camera, self.seq, self.time, 1000.0 + self.time, _NO_IMAGE)
         result, events = self.stage.process(FrameResult(frame, inst))
         self.results.append(result)

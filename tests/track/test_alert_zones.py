@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import torch
 
+from streamseg.ops import rle_to_mask
 from tests.support.tracking import Driver, alerts, box_at, kinds
 
 # A square zone x 60..140, y 20..80 (pixels).
@@ -241,7 +242,8 @@ def rect_mask(x1: int, y1: int, x2: int, y2: int) -> torch.Tensor:
     return m
 
 
-def test_anchor_versus_mask_fraction() -> None:
+@pytest.mark.parametrize("mask_crops", [False, True])
+def test_anchor_versus_mask_fraction(mask_crops: bool) -> None:
     # The box's bottom centre is inside the zone, but its mask is an L whose
     # pixels lie mostly left of the zone.
     box = [20.0, 30.0, 100.0, 70.0]  # bottom centre (60, 70): on the left edge
@@ -249,7 +251,7 @@ def test_anchor_versus_mask_fraction() -> None:
     frac_in = float(mask[:, 60:140].sum() / mask.sum())
     assert frac_in < 0.2
     by_anchor = zone_driver({"type": "zone"})
-    by_mask = zone_driver({"type": "zone", "mask_fraction": 0.5})
+    by_mask = zone_driver({"type": "zone", "mask_fraction": 0.5}, mask_crops=mask_crops)
     for d in (by_anchor, by_mask):
         d.step([box_at(20, 50)], ids=[1], masks=rect_mask(15, 40, 25, 50)[None])
     assert kinds(by_anchor.step([box], ids=[1], masks=mask[None])) == [("enter", 1)]
@@ -259,10 +261,12 @@ def test_anchor_versus_mask_fraction() -> None:
     events = by_mask.step([[70.0, 30.0, 130.0, 70.0]], ids=[1], masks=mask2[None])
     assert kinds(events) == [("enter", 1)]
     assert events[0].mask_rle is not None and events[0].mask_rle["size"] == [100, 200]
+    assert torch.equal(rle_to_mask(events[0].mask_rle), mask2)
 
 
-def test_mask_fraction_hysteresis() -> None:
-    d = zone_driver({"type": "zone", "mask_fraction": 0.5, "mask_band": 0.2})
+@pytest.mark.parametrize("mask_crops", [False, True])
+def test_mask_fraction_hysteresis(mask_crops: bool) -> None:
+    d = zone_driver({"type": "zone", "mask_fraction": 0.5, "mask_band": 0.2}, mask_crops=mask_crops)
     # A 40 px wide mask sliding over the zone's left edge x = 60: the share
     # inside is (x2 - 60) / 40.
     shares = [0.0, 0.6, 0.4, 0.35, 0.55, 0.25, 0.6]

@@ -215,10 +215,11 @@ def diagonal_mask(flip: bool) -> torch.Tensor:
     return m
 
 
-def test_mask_iou_tells_apart_objects_with_the_same_box() -> None:
+@pytest.mark.parametrize(("mask_crops", "resolution"), [(False, 200), (True, 200), (True, 37)])
+def test_mask_iou_tells_apart_objects_with_the_same_box(mask_crops: bool, resolution: int) -> None:
     box = [40.0, 20.0, 100.0, 80.0]
     masks = {False: diagonal_mask(False), True: diagonal_mask(True)}
-    d = Driver(match="mask_iou", mask_iou_resolution=200)
+    d = Driver(match="mask_iou", mask_iou_resolution=resolution, mask_crops=mask_crops)
     history = []
     for f in range(8):
         order = [False, True] if f % 2 == 0 else [True, False]  # detector order changes

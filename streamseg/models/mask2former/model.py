@@ -172,8 +172,14 @@ class Mask2Former(nn.Module):
         outputs: dict[str, Tensor],
         image_sizes: Sequence[tuple[int, int]],
         frame_sizes: Sequence[tuple[int, int]],
+        *,
+        mask_crops: bool = False,
     ) -> list[Instances]:
-        """Instances per image at frame resolution (see ``postprocess.py``)."""
+        """Instances per image at frame resolution (see ``postprocess.py``).
+
+        The masks are frame-size whatever ``mask_crops`` says: they come from
+        one upsampling of the whole frame's mask logits.
+        """
         mask_logits = outputs["pred_masks"]
         padded = (mask_logits.shape[-2] * _MASK_STRIDE, mask_logits.shape[-1] * _MASK_STRIDE)
         return [

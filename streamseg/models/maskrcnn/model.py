@@ -16,7 +16,7 @@ from streamseg.models import InputSpec
 from streamseg.models.maskrcnn.fpn import BackboneWithFPN
 from streamseg.models.maskrcnn.roi_heads import RoIHeads
 from streamseg.models.maskrcnn.rpn import RPN
-from streamseg.types import Instances
+from streamseg.types import Instances, MaskCrops
 
 __all__ = ["Detections", "MaskRCNN"]
 
@@ -41,7 +41,7 @@ class MaskRCNN(nn.Module):
             weights of one style are never swapped into a model of the other.
 
     Eval mode: ``model(images, image_sizes)`` -> list of :data:`Detections`;
-    ``model.postprocess(outputs, image_sizes, frame_sizes)`` -> list of
+    ``model.postprocess(outputs, image_sizes, frame_sizes, mask_crops=False)`` -> list of
     :class:`~streamseg.types.Instances`. Train mode: ``model(images,
     image_sizes, targets)`` -> ``{"loss_objectness", "loss_rpn_box_reg",
     "loss_classifier", "loss_box_reg", "loss_mask"}``.
@@ -104,11 +104,15 @@ class MaskRCNN(nn.Module):
         outputs: Sequence[Detections],
         image_sizes: Sequence[tuple[int, int]],
         frame_sizes: Sequence[tuple[int, int]],
+        *,
+        mask_crops: bool = False,
     ) -> list[Instances]:
         """Scale detections from resized-image to frame pixels and paste the masks.
 
         Returns one :class:`Instances` per image: ``boxes`` in frame pixels,
-        ``masks`` ``bool (N, H, W)`` at frame resolution.
+        ``masks`` ``bool (N, H, W)`` at frame resolution, or with
+        ``mask_crops`` the same masks as :class:`MaskCrops` (each pasted only
+        into its box: the cost follows the objects' area, not the frame's).
         """
         out = []
         for det, size, frame in zip(outputs, image_sizes, frame_sizes, strict=True):
@@ -121,9 +125,16 @@ class MaskRCNN(nn.Module):
             )
             scale = torch.stack([ratio_w, ratio_h, ratio_w, ratio_h]).to(det["boxes"].device)
             boxes = det["boxes"].float() * scale
-            masks = ops.paste_masks_binary(
-                det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
-            )
+            masks: Tensor | MaskCrops
+            if mask_crops:
+                crops, regions = ops.paste_masks_crops(
+                    det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
+                )
+                masks = MaskCrops(image_size=(fh, fw), boxes=regions, crops=crops)
+            else:
+                masks = ops.paste_masks_binary(
+                    det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
+                )
             out.append(
                 Instances(
                     image_size=(fh, fw),

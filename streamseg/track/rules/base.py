@@ -10,7 +10,7 @@ import torch
 from numpy.typing import NDArray
 
 from streamseg.track.view import TrackView
-from streamseg.types import Event
+from streamseg.types import Event, MaskCrops
 
 if TYPE_CHECKING:
     from streamseg.track.rules.engine import RuleContext
@@ -29,9 +29,14 @@ def mask_rle(view: TrackView, i: int) -> dict[str, Any] | None:
     """COCO RLE of the mask of the ``i``-th track in ``view``, or ``None`` without masks."""
     if view.masks is None:
         return None
-    from streamseg.ops import mask_to_rle
+    from streamseg import ops
 
-    rle = mask_to_rle(view.masks[int(view.det_index[i])].to("cpu", torch.bool))
+    j = int(view.det_index[i])
+    if isinstance(view.masks, MaskCrops):
+        one = view.masks[j]
+        rle = ops.crops_to_rle(one.crops, one.boxes, one.image_size)[0]
+    else:
+        rle = ops.mask_to_rle(view.masks[j].to("cpu", torch.bool))
     counts = rle["counts"]
     if isinstance(counts, bytes):
         counts = counts.decode("ascii")

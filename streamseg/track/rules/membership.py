@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from streamseg.geometry import EPS, Polygon
 from streamseg.track.view import TrackView
+from streamseg.types import mask_grid
 
 __all__ = ["MASK_GRID", "Membership"]
 
@@ -129,8 +130,7 @@ class Membership:
             zone = torch.from_numpy(self.polygon.raster(size, stride))
             self._raster = (size, stride, zone)
         _, s, zone = self._raster
-        rows = torch.from_numpy(view.det_index[idx])
-        grid = view.masks[rows.to(view.masks.device)][:, s // 2 :: s, s // 2 :: s].to("cpu")
+        grid = mask_grid(view.masks[torch.from_numpy(view.det_index[idx])], s)
         area = grid.flatten(1).sum(1).double()
         inside = (grid & zone).flatten(1).sum(1).double()
         frac = torch.where(area > 0, inside / area.clamp(min=1), torch.zeros_like(area))
