@@ -31,7 +31,7 @@ __all__ = ["load_pipeline", "load_yaml_model", "resolve_path", "validate_tree"]
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 # Fields whose input is never echoed in an error message.
-_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token"})
+_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token", "token"})
 
 
 def load_yaml_model(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from streamseg.config.base import StrictModel
 
@@ -40,8 +40,31 @@ class TelemetryConfig(StrictModel):
 
 
 class HttpConfig(StrictModel):
-    """The HTTP endpoint: ``/healthz``, ``/readyz``, ``/metrics``; ``port: 0`` picks one."""
+    """The web server of ``serve``: probes, metrics, the console and its API.
+
+    ``port: 0`` picks one. ``token`` (usually ``${STREAMSEG_HTTP_TOKEN}``)
+    is needed for every change made through the API, and for every page and
+    read of the console when ``host`` is not a loopback address; without a
+    token the console is read-only on loopback and off elsewhere.
+    ``/healthz``, ``/readyz`` and ``/metrics`` never need it.
+    """
 
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    token: SecretStr | None = Field(
+        default=None, description="bearer token for the console and its API (from the environment)"
+    )
+    console: bool = Field(default=True, description="serve the console pages and API")
+    live_fps: float = Field(
+        default=4.0, gt=0, le=30, description="frames per second sent to each live viewer"
+    )
+    jpeg_quality: int = Field(default=75, ge=10, le=95, description="JPEG quality of live frames")
+    trail_length: int = Field(
+        default=16, ge=0, le=256, description="past positions drawn behind each track"
+    )
+
+    @property
+    def loopback(self) -> bool:
+        """Whether ``host`` only accepts connections from this machine."""
+        return self.host in ("localhost", "::1") or self.host.startswith("127.")

@@ -29,7 +29,7 @@ from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -67,6 +67,8 @@ class Pipeline:
             between two batches (hot swap of weights).
         on_events: called with each frame's alert events after tracking
             (clips around alerts).
+        tap: the console's live view: frames of watched cameras keep their
+            pixels through tracking and are offered to it.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Pipeline:
         tracer: FrameTracer | None = None,
         between_batches: Callable[[SegmenterLike], object] | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
+        tap: FrameTap | None = None,
     ) -> None:
         from opentelemetry.trace import NoOpTracer
 
@@ -97,6 +100,8 @@ class Pipeline:
             raise ValueError("a pipeline needs at least one sink, each with its own name")
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.on_events = between_batches, on_events
+        self.tap = tap
+        self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
         self.drain_timeout = drain_timeout
         self.metrics = metrics
         self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
@@ -286,6 +291,8 @@ class Pipeline:
         out = []
         for f, inst in zip(frames, instances, strict=True):
             self.stats.processed(f.camera_id)
+            if self.tap is not None and self.tap.wants(f.camera_id):
+                self._tapped[(f.camera_id, f.seq)] = f.image
             out.append(FrameResult(f.without_image(), inst))
         return out
 
@@ -309,6 +316,7 @@ class Pipeline:
             for r in results:
                 if self.tracker is None:
                     out.append((r, []))
+                    self._offer(r)
                     continue
                 try:
                     tracked, events = self.tracker.process(r)
@@ -316,6 +324,7 @@ class Pipeline:
                     self._stage_error("track", exc, camera=r.frame.camera_id)
                     tracked, events = r, []
                 out.append((tracked, list(events)))
+                self._offer(tracked)
                 if events and self.on_events is not None:
                     try:
                         self.on_events(list(events))
@@ -326,6 +335,18 @@ class Pipeline:
                         self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
         self._stage_time("track", t0)
         return out
+
+    def _offer(self, result: FrameResult) -> None:
+        """Hand a watched camera's tracked frame, with its pixels, to the live view."""
+        image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
+        if image is None or self.tap is None:
+            return
+        counts_of = getattr(self.tracker, "counts", None)
+        try:
+            counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
+            self.tap.offer(image, result, counts)
+        except Exception as exc:
+            self._stage_error("track", exc, camera=result.frame.camera_id)
 
     # -- publish -----------------------------------------------------------------
     def _run_publish(self) -> None:

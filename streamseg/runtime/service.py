@@ -48,6 +48,8 @@ class Service:
         cameras: the cameras this process serves (a shard); default all.
         status_stream: where the status line goes (default stderr).
         handle_signals: install SIGINT/SIGTERM handlers (main thread only).
+        pipeline_path: the file ``config`` came from; the console saves its
+            changes there (``None``: the console cannot change anything).
     """
 
     def __init__(
@@ -57,13 +59,16 @@ class Service:
         cameras: Sequence[CameraConfig] | None = None,
         status_stream: TextIO | None = None,
         handle_signals: bool = True,
+        pipeline_path: str | None = None,
     ) -> None:
         self.config = config
+        self.pipeline_path = pipeline_path
         self.cameras = list(config.cameras if cameras is None else cameras)
         self.status_stream = status_stream
         self.handle_signals = handle_signals
         self.pipeline: Pipeline | None = None
         self.http: HealthServer | None = None
+        self.live: Any = None  # streamseg.console.live.LiveView while the console is on
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
         self._stop = threading.Event()
@@ -109,11 +114,28 @@ class Service:
         if h.enabled:
             metrics = telemetry.metrics_text if telemetry.prometheus_registry is not None else None
             self.http = HealthServer(
-                host=h.host, port=h.port, readiness=self.readiness, metrics=metrics
+                host=h.host,
+                port=h.port,
+                readiness=self.readiness,
+                metrics=metrics,
+                setup=self._console() if h.console else None,
             ).start()
         port = self.config.telemetry.prometheus_port
         if port is not None:
             telemetry.start_prometheus_server(port, host=h.host)
+
+    def _console(self) -> Any:
+        """The console's ``setup(app)`` (``streamseg.console``)."""
+        from streamseg.console.editor import PipelineEditor
+        from streamseg.console.live import LiveView
+        from streamseg.console.server import Console
+        from streamseg.runtime.console import ServiceConsole
+
+        h = self.config.http
+        self.live = LiveView(trail_length=h.trail_length)
+        editor = PipelineEditor(self.pipeline_path) if self.pipeline_path else None
+        console = Console(backend=ServiceConsole(self), live=self.live, http=h, editor=editor)
+        return console.install
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         import torch
@@ -144,6 +166,7 @@ class Service:
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
             between_batches=swap.apply_pending if swap is not None else None,
             on_events=clips.on_events if clips is not None else None,
+            tap=self.live,
         )
         return self.pipeline
 

@@ -1,0 +1,195 @@
+"""Drawing what the pipeline saw onto the frame it saw it in.
+
+``draw_overlay`` takes one frame's pixels and its tracked instances and
+returns a new RGB image with, per instance, the mask filled and outlined in
+its track's colour, the box, ``label #id score`` and a short trail of past
+positions; the camera's zones and lines with their counts; and a status
+line (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+
+Colour rule (tests rely on it): a track's exact colour (``track_color``) is
+used only for the mask's outline, which lies inside the mask; boxes,
+labels and trails use a darker shade of it, so that a pixel of the exact
+colour always sits on the object.
+
+Example:
+    >>> import numpy as np
+    >>> track_color(7) != track_color(8)
+    True
+    >>> img = np.zeros((4, 4, 3), dtype=np.uint8)
+    >>> encode_jpeg(img, quality=75)[:2]
+    b'\\xff\\xd8'
+"""
+
+from __future__ import annotations
+
+import colorsys
+import dataclasses
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from streamseg.config.alerts import CameraAlerts
+from streamseg.types import Instances
+
+__all__ = ["OverlayInfo", "draw_overlay", "encode_jpeg", "shade", "track_color"]
+
+RGB = tuple[int, int, int]
+
+UNTRACKED: RGB = (200, 200, 200)
+ZONE_COLOR: RGB = (255, 210, 0)
+LINE_COLOR: RGB = (0, 230, 255)
+FILL_ALPHA = 0.4
+
+
+@dataclasses.dataclass
+class OverlayInfo:
+    """What is drawn besides the instances.
+
+    Attributes:
+        class_names: the model's class names (index 0 is background).
+        alerts: the camera's zones and lines (``None``: none).
+        trails: ``{track id: [(x, y), ...]}`` past box centres, oldest first, pixels.
+        counts: ``{zone name: occupancy}`` and ``{line name: (in, out)}``.
+        status: the text of the status line (state, fps).
+    """
+
+    class_names: Sequence[str] = ()
+    alerts: CameraAlerts | None = None
+    trails: Mapping[int, Sequence[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    counts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    status: str = ""
+
+
+def track_color(track_id: int) -> RGB:
+    """A bright colour for a track id; neighbouring ids get distant hues."""
+    if track_id < 0:
+        return UNTRACKED
+    hue = (track_id * 0.618033988749895) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.9, 1.0)
+    return (round(r * 255), round(g * 255), round(b * 255))
+
+
+def shade(color: RGB) -> RGB:
+    """The darker shade of ``color`` used for boxes, labels and trails."""
+    return (color[0] * 3 // 5, color[1] * 3 // 5, color[2] * 3 // 5)
+
+
+def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> np.ndarray:
+    """A copy of ``image`` (``uint8 (H, W, 3)`` RGB) with the overlays drawn.
+
+    ``instances`` are at the frame's resolution (boxes ``xyxy`` pixels,
+    masks ``bool (N, H, W)``); ``track_ids`` may be ``None`` (untracked).
+    """
+    out = image.copy()
+    ids = _track_ids(instances)
+    colors = [track_color(t) for t in ids]
+    if instances.masks is not None and len(instances):
+        masks = instances.masks.detach().to("cpu").numpy()
+        for mask, color in zip(masks, colors, strict=True):
+            _paint_mask(out, mask, color)
+    pil = Image.fromarray(out)
+    draw = ImageDraw.Draw(pil)
+    font = ImageFont.load_default()
+    _draw_geometry(draw, font, info, image.shape[:2])
+    boxes = instances.boxes.detach().to("cpu").numpy()
+    labels = instances.labels.detach().to("cpu").numpy()
+    scores = instances.scores.detach().to("cpu").numpy()
+    for i, tid in enumerate(ids):
+        dark = shade(colors[i])
+        trail = info.trails.get(tid) if tid >= 0 else None
+        if trail and len(trail) > 1:
+            draw.line([tuple(p) for p in trail], fill=dark, width=2)
+        x1, y1, x2, y2 = (float(v) for v in boxes[i])
+        draw.rectangle((x1, y1, x2, y2), outline=dark, width=1)
+        name = _class_name(info.class_names, int(labels[i]))
+        text = f"{name} #{tid} {scores[i]:.2f}" if tid >= 0 else f"{name} {scores[i]:.2f}"
+        _label(draw, font, (x1, y1), text, dark, above=True)
+    if info.status:
+        _label(draw, font, (2, 2), info.status, (0, 0, 0))
+    return np.asarray(pil)
+
+
+def encode_jpeg(image: np.ndarray, *, quality: int) -> bytes:
+    """``uint8 (H, W, 3)`` RGB -> JPEG bytes."""
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def _track_ids(instances: Instances) -> list[int]:
+    if instances.track_ids is None:
+        return [-1] * len(instances)
+    return [int(t) for t in instances.track_ids.detach().to("cpu").tolist()]
+
+
+def _paint_mask(out: np.ndarray, mask: np.ndarray, color: RGB) -> None:
+    """Blend ``color`` into the mask's pixels and outline it (inside) in the exact colour."""
+    if not mask.any():
+        return
+    ys, xs = np.nonzero(mask)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    m = mask[y0:y1, x0:x1]  # work on the box, not the frame
+    region = out[y0:y1, x0:x1]
+    c = np.asarray(color, dtype=np.float32)
+    blended = region[m].astype(np.float32) * (1 - FILL_ALPHA) + c * FILL_ALPHA
+    region[m] = blended.astype(np.uint8)
+    padded = np.pad(m, 1)
+    inner = (
+        padded[:-2, 1:-1] & padded[2:, 1:-1] & padded[1:-1, :-2] & padded[1:-1, 2:]
+    )  # 4-neighbour erosion
+    region[m & ~inner] = color
+
+
+def _draw_geometry(
+    draw: ImageDraw.ImageDraw, font: Any, info: OverlayInfo, size: tuple[int, int]
+) -> None:
+    alerts = info.alerts
+    if alerts is None:
+        return
+    h, w = size
+    for name, zone in alerts.zones.items():
+        pts = _pixels(zone.polygon, zone.coordinates or alerts.coordinates, w, h)
+        draw.polygon(pts, outline=ZONE_COLOR, width=2)
+        count = info.counts.get(name)
+        text = name if count is None else f"{name}: {count}"
+        _label(draw, font, pts[0], text, (120, 100, 0))
+    for name, line in alerts.lines.items():
+        pts = _pixels(list(line.points), line.coordinates or alerts.coordinates, w, h)
+        draw.line(pts, fill=LINE_COLOR, width=2)
+        count = info.counts.get(name)
+        text = name if count is None else f"{name}: in {count[0]} out {count[1]}"
+        _label(draw, font, pts[0], text, (0, 100, 120))
+
+
+def _pixels(
+    points: Sequence[tuple[float, float]], coordinates: str, w: int, h: int
+) -> list[tuple[float, float]]:
+    if coordinates == "normalized":
+        return [(x * w, y * h) for x, y in points]
+    return [(float(x), float(y)) for x, y in points]
+
+
+def _label(
+    draw: ImageDraw.ImageDraw,
+    font: Any,
+    at: tuple[float, float],
+    text: str,
+    bg: RGB,
+    *,
+    above: bool = False,
+) -> None:
+    """``text`` on a ``bg`` box with its top left at ``at``, or just above when there is room."""
+    x, y = at
+    left, top, right, bottom = draw.textbbox((x, y), text, font=font)
+    if above and y - (bottom - top) - 2 >= 0:
+        y -= bottom - top + 2
+        left, top, right, bottom = draw.textbbox((x, y), text, font=font)
+    draw.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=bg)
+    draw.text((x, y), text, fill=(255, 255, 255), font=font)
+
+
+def _class_name(names: Sequence[str], label: int) -> str:
+    return names[label] if 0 <= label < len(names) else str(label)

@@ -1,0 +1,412 @@
+"""The console's pages and JSON API, mounted on ``serve``'s web server.
+
+Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
+"message", "hint"}]}``)::
+
+    GET    /                                  the console page (static/index.html)
+    GET    /static/...                        its script and style sheet
+    GET    /api/cameras                       every camera: state, fps, redacted url, ...
+    GET    /api/cameras/{id}/live.mjpg        live frames with overlays (multipart JPEG)
+    GET    /api/cameras/{id}/frame.jpg        one live frame with overlays
+    GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
+    PUT    /api/cameras/{id}/alerts           replace them all
+    POST   /api/cameras/{id}/{zones|lines|rules}         create one (body has "name")
+    PUT    /api/cameras/{id}/{zones|lines|rules}/{name}  replace one
+    DELETE /api/cameras/{id}/{zones|lines|rules}/{name}  delete one
+
+Changes go through ``PipelineEditor`` (validated with pipeline.yaml's schema,
+saved in the pipeline file) and then to the running tracking stage, without
+a restart. Who may call what: ``streamseg.console.auth``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from streamseg.config.alerts import AlertsConfig, CameraAlerts
+from streamseg.config.errors import ConfigIssue
+from streamseg.config.pipeline import PipelineConfig
+from streamseg.config.telemetry import HttpConfig
+from streamseg.console.auth import token_middleware
+from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
+from streamseg.console.live import LiveFrame, LiveView
+from streamseg.console.overlay import OverlayInfo, draw_overlay, encode_jpeg
+
+__all__ = ["Console", "ConsoleBackend"]
+
+STATIC = Path(__file__).with_name("static")
+BOUNDARY = "streamsegframe"
+KINDS = ("zones", "lines", "rules")
+FRAME_WAIT_S = 5.0
+
+
+class ConsoleBackend(Protocol):
+    """What the console needs from the running service (``streamseg.runtime.Service``)."""
+
+    def cameras(self) -> dict[str, dict[str, Any]]:
+        """``{id: {state, fps, url (redacted), live, reconnects, ...}}``."""
+        ...
+
+    def class_names(self) -> Sequence[str]: ...
+
+    def alerts(self) -> AlertsConfig:
+        """The alert rules running now."""
+        ...
+
+    def apply_alerts(self, alerts: AlertsConfig) -> None:
+        """Run these rules from the next frame on (``ValueError`` naming the field if not)."""
+        ...
+
+    def frame_size(self, camera_id: str) -> tuple[int, int] | None:
+        """``(H, W)`` of the camera's frames once one was seen."""
+        ...
+
+
+class Console:
+    """The console: pages, live frames and the change API.
+
+    Args:
+        backend: the running service.
+        live: the live-frame slots the pipeline fills for watched cameras.
+        http: the ``http:`` section (token, live fps, JPEG quality).
+        editor: the pipeline file's editor (``None``: changes are off).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: ConsoleBackend,
+        live: LiveView,
+        http: HttpConfig,
+        editor: PipelineEditor | None,
+    ) -> None:
+        self.backend, self.live, self.http, self.editor = backend, live, http, editor
+
+    def install(self, app: web.Application) -> None:
+        token = self.http.token.get_secret_value() if self.http.token is not None else None
+        app.middlewares.append(token_middleware(token=token, loopback=self.http.loopback))
+        r = app.router
+        r.add_get("/", self.index)
+        r.add_static("/static", STATIC)
+        r.add_get("/api/cameras", self.list_cameras)
+        r.add_get("/api/cameras/{cid}/live.mjpg", self.mjpeg)
+        r.add_get("/api/cameras/{cid}/frame.jpg", self.frame_jpeg)
+        r.add_get("/api/cameras/{cid}/alerts", self.get_alerts)
+        r.add_put("/api/cameras/{cid}/alerts", self.put_alerts)
+        r.add_post("/api/cameras/{cid}/{kind}", self.create_item)
+        r.add_put("/api/cameras/{cid}/{kind}/{name}", self.replace_item)
+        r.add_delete("/api/cameras/{cid}/{kind}/{name}", self.delete_item)
+
+    # -- pages and reads ------------------------------------------------------
+    async def index(self, _request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "index.html")
+
+    async def list_cameras(self, _request: web.Request) -> web.Response:
+        cams = self.backend.cameras()
+        for cid, info in cams.items():
+            info["viewers"] = self.live.viewers().get(cid, 0)
+            info["frame_size"] = self.backend.frame_size(cid)
+        body = {
+            "cameras": cams,
+            "class_names": list(self.backend.class_names()[1:]),
+            "changes": self.editor is not None and self.http.token is not None,
+        }
+        return _json(body)
+
+    async def get_alerts(self, request: web.Request) -> web.Response:
+        cid = self._camera(request)
+        section = self.backend.alerts().cameras.get(cid)
+        return _json((section or CameraAlerts()).model_dump(mode="json"))
+
+    # -- live -----------------------------------------------------------------
+    async def mjpeg(self, request: web.Request) -> web.StreamResponse:
+        cid = self._camera(request)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": f"multipart/x-mixed-replace; boundary={BOUNDARY}",
+                "Cache-Control": "no-store",
+            }
+        )
+        await response.prepare(request)
+        period = 1.0 / self.http.live_fps
+        last_seq: int | None = None
+        with self.live.watch(cid):
+            try:
+                while True:
+                    frame = self.live.latest(cid)
+                    if frame is not None and frame.seq != last_seq:
+                        last_seq = frame.seq
+                        jpeg = await self._render(cid, frame)
+                        head = (
+                            f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\n"
+                            f"Content-Length: {len(jpeg)}\r\nX-Frame-Seq: {frame.seq}\r\n\r\n"
+                        )
+                        await response.write(head.encode() + jpeg + b"\r\n")
+                    await asyncio.sleep(period)
+            except (ConnectionResetError, asyncio.CancelledError):
+                pass
+        return response
+
+    async def frame_jpeg(self, request: web.Request) -> web.Response:
+        cid = self._camera(request)
+        loop = asyncio.get_running_loop()
+        with self.live.watch(cid):
+            deadline = loop.time() + FRAME_WAIT_S
+            first = self.live.latest(cid)
+            while True:
+                frame = self.live.latest(cid)
+                if frame is not None and frame is not first:
+                    break
+                if loop.time() > deadline:
+                    raise _error(503, "camera", f"no frame from camera {cid!r} yet", None)
+                await asyncio.sleep(0.05)
+        jpeg = await self._render(cid, frame)
+        return web.Response(
+            body=jpeg, content_type="image/jpeg", headers={"X-Frame-Seq": str(frame.seq)}
+        )
+
+    async def _render(self, cid: str, frame: LiveFrame) -> bytes:
+        state = self.backend.cameras().get(cid, {}).get("state", "?")
+        info = OverlayInfo(
+            class_names=self.backend.class_names(),
+            alerts=self.backend.alerts().cameras.get(cid),
+            trails=frame.trails,
+            counts=frame.counts,
+            status=f"{cid}  {state}  {frame.fps:.1f} fps",
+        )
+        quality = self.http.jpeg_quality
+
+        def work() -> bytes:
+            image = frame.image.detach().to("cpu").numpy()
+            return encode_jpeg(draw_overlay(image, frame.result.instances, info), quality=quality)
+
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    # -- changes --------------------------------------------------------------
+    async def put_alerts(self, request: web.Request) -> web.Response:
+        cid = self._camera(request)
+        body = await _body(request, dict)
+
+        def edit(section: Any) -> None:
+            section.clear()
+            section.update(yaml_node(body))
+
+        return await self._change(cid, edit)
+
+    async def create_item(self, request: web.Request) -> web.Response:
+        cid, kind = self._camera(request), self._kind(request)
+        body = await _body(request, dict)
+        name = body.get("name")
+        where = f"alerts.cameras.{cid}.{kind}"
+        if not isinstance(name, str) or not name:
+            raise _error(422, f"{where}.name", "a name is required", 'give "name": "..."')
+
+        def edit(section: Any) -> None:
+            if _find(section, kind, name) is not None:
+                raise ChangeRefused(
+                    409,
+                    [
+                        ConfigIssue(
+                            "already exists",
+                            loc=(*where.split("."), name),
+                            hint="use PUT to change it",
+                        )
+                    ],
+                    f"{kind[:-1]} {name!r} already exists",
+                )
+            _put(section, kind, name, body)
+
+        return await self._change(cid, edit, status=201)
+
+    async def replace_item(self, request: web.Request) -> web.Response:
+        cid, kind = self._camera(request), self._kind(request)
+        name = request.match_info["name"]
+        body = await _body(request, dict)
+
+        def edit(section: Any) -> None:
+            self._must_exist(section, cid, kind, name)
+            _put(section, kind, name, body)
+
+        return await self._change(cid, edit)
+
+    async def delete_item(self, request: web.Request) -> web.Response:
+        cid, kind = self._camera(request), self._kind(request)
+        name = request.match_info["name"]
+
+        def edit(section: Any) -> None:
+            self._must_exist(section, cid, kind, name)
+            items = section[kind]
+            if kind == "rules":
+                del items[_find(section, kind, name)]
+            else:
+                del items[name]
+
+        return await self._change(cid, edit)
+
+    async def _change(
+        self, cid: str, edit: Callable[[Any], None], status: int = 200
+    ) -> web.Response:
+        """Edit the camera's section of the file; validate, run and save it, or refuse."""
+        if self.editor is None:
+            raise _error(409, None, "changes are off: serve was not started from a file", None)
+        editor, backend = self.editor, self.backend
+        size = backend.frame_size(cid)
+        before = backend.alerts()
+
+        def tree_edit(tree: Any) -> None:
+            alerts = tree.setdefault("alerts", yaml_node({}))
+            cameras = alerts.setdefault("cameras", yaml_node({}))
+            section = cameras.setdefault(cid, yaml_node({}))
+            edit(section)
+            for kind in KINDS:
+                if kind in section and not section[kind]:
+                    del section[kind]
+            if not section:
+                del cameras[cid]
+
+        def commit(config: PipelineConfig) -> None:
+            issues = _off_frame(cid, config.alerts.cameras.get(cid), size)
+            if issues:
+                raise ChangeRefused(422, issues, "the change is not valid")
+            try:
+                backend.apply_alerts(config.alerts)
+            except ValueError as exc:
+                field = getattr(exc, "field", None)
+                issue = ConfigIssue(str(exc), loc=tuple(field.split(".")) if field else ())
+                raise ChangeRefused(422, [issue], "the change cannot run") from None
+
+        def change() -> PipelineConfig:
+            try:
+                return editor.change(tree_edit, commit=commit)
+            except ChangeRefused:
+                if backend.alerts() is not before:
+                    backend.apply_alerts(before)  # saving failed after it ran: undo
+                raise
+
+        try:
+            config = await asyncio.get_running_loop().run_in_executor(None, change)
+        except ChangeRefused as exc:
+            return _json(exc.to_dict(), status=exc.status)
+        section = config.alerts.cameras.get(cid) or CameraAlerts()
+        return _json(section.model_dump(mode="json"), status=status)
+
+    def _must_exist(self, section: Any, cid: str, kind: str, name: str) -> None:
+        if _find(section, kind, name) is None:
+            known = _names(section, kind)
+            raise ChangeRefused(
+                404,
+                [
+                    ConfigIssue(
+                        f"no {kind[:-1]} named {name!r}",
+                        loc=("alerts", "cameras", cid, kind, name),
+                        hint=f"{kind}: {', '.join(known) or 'none yet'}",
+                    )
+                ],
+                f"no {kind[:-1]} named {name!r}",
+            )
+
+    def _camera(self, request: web.Request) -> str:
+        cid = request.match_info["cid"]
+        cams = self.backend.cameras()
+        if cid not in cams:
+            raise _error(404, "camera", f"no camera has id {cid!r}", f"cameras: {', '.join(cams)}")
+        return cid
+
+    def _kind(self, request: web.Request) -> str:
+        kind = request.match_info["kind"]
+        if kind not in KINDS:
+            raise _error(
+                404, None, f"no such collection {kind!r}", f"use one of {', '.join(KINDS)}"
+            )
+        return kind
+
+
+def _find(section: Any, kind: str, name: str) -> Any:
+    """The key (zones, lines) or index (rules) of ``name``, else ``None``."""
+    items = section.get(kind)
+    if items is None:
+        return None
+    if kind == "rules":
+        for i, rule in enumerate(items):
+            if isinstance(rule, Mapping) and rule.get("name") == name:
+                return i
+        return None
+    return name if name in items else None
+
+
+def _names(section: Any, kind: str) -> list[str]:
+    items = section.get(kind) or ()
+    if kind == "rules":
+        return [str(r.get("name")) for r in items if isinstance(r, Mapping)]
+    return [str(k) for k in items]
+
+
+def _put(section: Any, kind: str, name: str, body: Mapping[str, Any]) -> None:
+    if kind == "rules":
+        rule = yaml_node({**body, "name": name})
+        rules = section.setdefault("rules", yaml_node([]))
+        at = _find(section, kind, name)
+        if at is None:
+            rules.append(rule)
+        else:
+            rules[at] = rule
+        return
+    item = {k: v for k, v in body.items() if k != "name"}
+    section.setdefault(kind, yaml_node({}))[name] = yaml_node(item)
+
+
+def _off_frame(
+    cid: str, section: CameraAlerts | None, size: tuple[int, int] | None
+) -> list[ConfigIssue]:
+    """Pixel geometry outside the camera's ``(H, W)`` frame."""
+    if section is None or size is None:
+        return []
+    h, w = size
+    issues = []
+    shapes: list[tuple[str, str, Sequence[tuple[float, float]], str | None]] = []
+    shapes += [("zones", n, z.polygon, z.coordinates) for n, z in section.zones.items()]
+    shapes += [("lines", n, list(ln.points), ln.coordinates) for n, ln in section.lines.items()]
+    for kind, name, points, coords in shapes:
+        if (coords or section.coordinates) != "pixels":
+            continue
+        for i, (x, y) in enumerate(points):
+            if not (0 <= x <= w and 0 <= y <= h):
+                field = "polygon" if kind == "zones" else "points"
+                issues.append(
+                    ConfigIssue(
+                        f"point [{x:g}, {y:g}] is outside the {w}x{h} frame",
+                        loc=("alerts", "cameras", cid, kind, name, field, i),
+                        hint=f"pixels run from [0, 0] to [{w}, {h}]",
+                    )
+                )
+                break
+    return issues
+
+
+async def _body(request: web.Request, kind: type) -> Any:
+    try:
+        data = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _error(400, "body", f"the body is not JSON: {exc}", "send a JSON object") from None
+    if not isinstance(data, kind):
+        raise _error(400, "body", "the body must be a JSON object", None)
+    return data
+
+
+def _error(status: int, field: str | None, message: str, hint: str | None) -> web.HTTPException:
+    body = {"error": message, "issues": [{"field": field, "message": message, "hint": hint}]}
+    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+           422: web.HTTPUnprocessableEntity, 503: web.HTTPServiceUnavailable}[status]  # fmt: skip
+    return cls(text=json.dumps(body), content_type="application/json")
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status, text=json.dumps(data, indent=1) + "\n", content_type="application/json"
+    )

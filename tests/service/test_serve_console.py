@@ -1,0 +1,177 @@
+"""The console over real HTTP against a real ``serve`` (synthetic cameras, real redis-server).
+
+One service: the live frames with overlays, the token rules, and rule
+changes through the API taking effect without a restart and landing in
+pipeline.yaml with its comments kept; bad changes refused with the field
+named and nothing changed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.serve import ServeProcess, service_pipeline
+from tests.support.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "console-test-token-4f1c"
+
+
+def console_pipeline(tmp_path: Path, redis_url: str, port: int) -> Path:
+    """pipeline.yaml with a comment, two synthetic cameras, the token from the environment."""
+    cams = [
+        {"id": "a", "url": "synthetic://?seed=1&width=160&height=120&fps=8&objects=3"},
+        {"id": "b", "url": "synthetic://?seed=2&width=160&height=120&fps=8&objects=3"},
+    ]
+    # Random weights score about 0.2: low tracking thresholds make tracks of them.
+    tracking = {"high_score": 0.05, "low_score": 0.01, "new_track_score": 0.05, "confirm_hits": 2}
+    cfg = service_pipeline(cams, {"url": redis_url}, tracking=tracking)
+    cfg["http"] = {"host": "127.0.0.1", "port": port, "token": "${CONSOLE_TOKEN}"}
+    cfg["alerts"] = {
+        "cameras": {"b": {"zones": {"left": {"polygon": [[0, 0], [80, 0], [80, 120], [0, 120]]}}}}
+    }
+    path = tmp_path / "pipeline.yaml"
+    text = yaml.safe_dump(cfg, sort_keys=False)
+    path.write_text("# the console test's pipeline: this comment must survive changes\n" + text)
+    return path
+
+
+def call(
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    token: str | None = None,
+    raw: bytes | None = None,
+) -> tuple[int, Any]:
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            payload = resp.read()
+            status = resp.status
+            ctype = resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        payload, status, ctype = exc.read(), exc.code, exc.headers.get("Content-Type", "")
+    if "json" in ctype:
+        return status, json.loads(payload)
+    return status, payload
+
+
+def fields(reply: Any) -> list[str]:
+    return [i["field"] for i in reply.get("issues", [])]
+
+
+def test_console_live_view_token_and_live_rule_changes(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+    proc.wait_for(
+        lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "both stream"
+    )
+    # The probes answer as before, without a token.
+    assert proc.get("/healthz")[0] == 200
+    assert proc.readyz()["http_status"] == 200
+    assert proc.get("/metrics")[0] == 200
+
+    # The page and the camera list (reads on loopback need no token).
+    code, page = call(port, "GET", "/")
+    assert code == 200 and b"streamseg" in page and b"/static/console.js" in page
+    assert call(port, "GET", "/static/console.js")[0] == 200
+    code, cams = call(port, "GET", "/api/cameras")
+    assert code == 200 and set(cams["cameras"]) == {"a", "b"}
+    assert cams["cameras"]["a"]["state"] == "streaming"
+
+    # A live frame with overlays: a JPEG of the camera's size.
+    code, jpeg = call(port, "GET", "/api/cameras/a/frame.jpg")
+    assert code == 200 and jpeg[:2] == b"\xff\xd8"
+    assert Image.open(io.BytesIO(jpeg)).size == (160, 120)
+    assert call(port, "GET", "/api/cameras/zz/frame.jpg")[0] == 404
+
+    original = path.read_text()
+    zone = {"name": "all", "polygon": [[0, 0], [160, 0], [160, 120], [0, 120]]}
+    # Without the token, or with a wrong one, writes are refused and nothing changes.
+    assert call(port, "POST", "/api/cameras/a/zones", zone)[0] == 401
+    assert call(port, "POST", "/api/cameras/a/zones", zone, token="wrong")[0] == 403
+    assert call(port, "DELETE", "/api/cameras/b/zones/left")[0] == 401
+    assert path.read_text() == original
+    assert call(port, "GET", "/api/cameras/a/alerts")[1]["zones"] == {}
+
+    # Bad changes: refused with the field named, file and running rules untouched.
+    bad: list[tuple[str, str, Any, int, str]] = [
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [10, 10]]}, 422,
+         "alerts.cameras.a.zones.z.polygon"),
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [50, 50], [50, 0],
+         [0, 50]]}, 422, "alerts.cameras.a.zones.z.polygon"),  # crosses itself
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [500, 0], [500, 90]]},
+         422, "alerts.cameras.a.zones.z.polygon[1]"),  # off the 160x120 frame
+        ("POST", "/api/cameras/nope/zones", zone, 404, "camera"),
+        ("POST", "/api/cameras/b/zones", {"name": "left", "polygon": [[0, 0], [9, 0], [9, 9]]}, 409,
+         "alerts.cameras.b.zones.left"),
+        ("POST", "/api/cameras/a/rules", {"name": "r", "type": "zone", "zone": "missing"}, 422,
+         "alerts.cameras.a"),
+        ("POST", "/api/cameras/a/rules", {"name": "r", "type": "teleport"}, 422,
+         "alerts.cameras.a.rules[0]"),
+    ]  # fmt: skip
+    for method, url, body, status, field in bad:
+        code, reply = call(port, method, url, body, token=TOKEN)
+        assert code == status, (url, body, reply)
+        assert any(f and f.startswith(field) for f in fields(reply)), (field, reply)
+    code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"{nope", token=TOKEN)
+    assert code == 400 and fields(reply) == ["body"]
+    assert path.read_text() == original
+
+    # A zone over the whole frame of camera a and a zone rule: alerts reach Redis, no restart.
+    assert call(port, "POST", "/api/cameras/a/zones", zone, token=TOKEN)[0] == 201
+    rule = {"name": "in-all", "type": "zone", "zone": "all"}
+    code, section = call(port, "POST", "/api/cameras/a/rules", rule, token=TOKEN)
+    assert code == 201 and section["rules"][0]["name"] == "in-all"
+    client = redis_server.client()
+
+    def alerts() -> list[dict[str, Any]]:
+        entries = client.xrange("streamseg:alerts")
+        return [json.loads(f[b"data"]) for _id, f in entries]
+
+    proc.wait_for(
+        lambda: any(a["rule"] == "in-all" for a in alerts()), 60, "an alert of the new rule"
+    )
+    saved = path.read_text()
+    assert saved.startswith("# the console test's pipeline: this comment must survive changes")
+    on_disk = yaml.safe_load(saved)["alerts"]["cameras"]
+    assert on_disk["a"]["zones"]["all"]["polygon"] == zone["polygon"]
+    assert on_disk["a"]["rules"] == [rule]
+    assert on_disk["b"]["zones"]["left"]  # the other camera's section is kept
+    assert "${CONSOLE_TOKEN}" in saved  # environment references stay references
+    assert TOKEN not in saved
+
+    # Deleting the zone while a rule uses it is refused, naming the rule.
+    code, reply = call(port, "DELETE", "/api/cameras/a/zones/all", token=TOKEN)
+    assert code == 422 and "in-all" in json.dumps(reply)
+    assert call(port, "DELETE", "/api/cameras/a/rules/in-all", token=TOKEN)[0] == 200
+    assert call(port, "DELETE", "/api/cameras/a/zones/all", token=TOKEN)[0] == 200
+    assert "a" not in yaml.safe_load(path.read_text())["alerts"]["cameras"]
+
+    # Both cameras kept streaming through every change; the token never reached a page or the log.
+    for cid in "ab":
+        assert proc.camera(cid)["state"] == "streaming"
+    assert TOKEN not in json.dumps(call(port, "GET", "/api/cameras")[1])
+    assert TOKEN not in proc.log
+    assert proc.terminate() == 0, proc.tail()
