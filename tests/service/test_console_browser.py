@@ -1,0 +1,117 @@
+"""The console in a real browser (Debian's headless Chromium) against a real ``serve``.
+
+The live grid shows every camera streaming, with frames that change; a
+zone drawn on the live frame in the page is refused without the token
+(nothing changes) and, with it, saved: its rule then raises alerts in
+Redis without a restart. Screenshots of each step are kept as artefacts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.browser import browser, screenshot
+from tests.support.console import TOKEN, console_pipeline
+from tests.support.serve import ServeProcess
+from tests.support.servers import RedisServer, free_port
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# The live image's pixels, drawn into a canvas (same origin: readable).
+PIXELS_JS = """
+const img = document.querySelector(`article[data-camera="${arguments[0]}"] img`);
+if (!img || !img.naturalWidth) return null;
+const c = document.createElement("canvas");
+c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext("2d");
+g.drawImage(img, 0, 0);
+return [c.width, c.height, Array.from(g.getImageData(0, 0, c.width, c.height).data)];
+"""
+
+
+def wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_live_grid_and_drawing_a_zone_in_the_page(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    with browser() as driver:
+        proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+        proc.wait_for(
+            lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "streaming"
+        )
+        driver.get(f"http://127.0.0.1:{port}/")
+
+        def streaming() -> bool:
+            tiles = driver.find_elements(By.CSS_SELECTOR, "article.tile")
+            states = {t.get_attribute("data-camera"): t.get_attribute("data-state") for t in tiles}
+            return states == {"a": "streaming", "b": "streaming"}
+
+        wait(streaming, 15, "both tiles streaming")
+        first = {c: wait(lambda c=c: driver.execute_script(PIXELS_JS, c), 15, f"{c} frame")
+                 for c in "ab"}  # fmt: skip
+        for cam, (w, h, _data) in first.items():
+            assert (w, h) == (160, 120), cam
+        # The live frames move on.
+        wait(lambda: driver.execute_script(PIXELS_JS, "a")[2] != first["a"][2], 10, "a new frame")
+        assert TOKEN not in driver.page_source
+        screenshot(driver, "live-grid")
+
+        # Draw a zone over camera a's frame in the page, without the token: refused.
+        original = path.read_text()
+        driver.find_element(By.CSS_SELECTOR, 'article[data-camera="a"] .draw-btn').click()
+        canvas = driver.find_element(By.CSS_SELECTOR, 'article[data-camera="a"] canvas.draw')
+        size = canvas.size
+        dx, dy = size["width"] * 0.46, size["height"] * 0.46
+        for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
+            ActionChains(driver).move_to_element_with_offset(
+                canvas, int(sx * dx), int(sy * dy)
+            ).click().perform()
+        assert driver.find_element(By.ID, "editor-points").text == "4 points"
+        name = driver.find_element(By.ID, "editor-name")
+        name.clear()
+        name.send_keys("drawn")
+        driver.find_element(By.ID, "editor-save").click()
+        result = driver.find_element(By.ID, "editor-result")
+        wait(lambda: result.text.startswith("401"), 10, "the refusal")
+        assert path.read_text() == original
+        screenshot(driver, "zone-refused-without-token")
+
+        # With the token: saved, in pipeline.yaml, and counting without a restart.
+        token = driver.find_element(By.ID, "token")
+        token.send_keys(TOKEN)
+        driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", token)
+        driver.find_element(By.ID, "editor-save").click()
+        wait(lambda: result.text == "saved", 10, f"saved (page says {result.text!r})")
+        zone = yaml.safe_load(path.read_text())["alerts"]["cameras"]["a"]["zones"]["drawn"]
+        xs, ys = [p[0] for p in zone["polygon"]], [p[1] for p in zone["polygon"]]
+        assert min(xs) <= 10 and max(xs) >= 150 and min(ys) <= 10 and max(ys) >= 110, zone
+        client = redis_server.client()
+
+        def alerted() -> bool:
+            entries = client.xrange("streamseg:alerts")
+            return any(json.loads(f[b"data"])["rule"] == "drawn-rule" for _i, f in entries)
+
+        proc.wait_for(alerted, 30, "an alert of the drawn zone's rule")
+        screenshot(driver, "zone-saved")
+        assert proc.camera("b")["state"] == "streaming"
+        assert proc.terminate() == 0, proc.tail()
