@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 
@@ -63,6 +63,12 @@ class HttpConfig(StrictModel):
     trail_length: int = Field(
         default=16, ge=0, le=256, description="past positions drawn behind each track"
     )
+
+    @field_validator("token", mode="after")
+    @classmethod
+    def _empty_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        """``${STREAMSEG_HTTP_TOKEN:-}`` with the variable unset means no token."""
+        return None if value is not None and not value.get_secret_value() else value
 
     @property
     def loopback(self) -> bool:

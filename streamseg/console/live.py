@@ -1,9 +1,9 @@
 """The latest frame of each watched camera, with what the pipeline found in it.
 
-The runtime's track thread calls ``LiveView.wants(camera)`` for every
-frame it is about to segment and keeps the frame's pixels only when someone
-watches that camera; after tracking it hands the pixels, the tracked
-instances and the rule counts to ``offer``. ``offer`` stores references in
+The runtime's segment thread calls ``LiveView.wants(camera)`` for every
+frame it has segmented and keeps the frame's pixels only when someone
+watches that camera; after tracking, the track thread hands the pixels,
+the tracked instances and the rule counts to ``offer``. ``offer`` stores references in
 one slot per camera (no copy, no drawing, no encoding): the viewers draw
 and encode in their own threads at their own rate. So a camera nobody
 watches costs one dictionary lookup per frame, and a watched one a few

@@ -34,7 +34,7 @@ from PIL import Image, ImageDraw, ImageFont
 from streamseg.config.alerts import CameraAlerts
 from streamseg.types import Instances
 
-__all__ = ["OverlayInfo", "draw_overlay", "encode_jpeg", "shade", "track_color"]
+__all__ = ["OverlayInfo", "draw_overlay", "encode_jpeg", "render_jpeg", "shade", "track_color"]
 
 RGB = tuple[int, int, int]
 
@@ -117,6 +117,12 @@ def encode_jpeg(image: np.ndarray, *, quality: int) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(image).save(buf, format="JPEG", quality=quality)
     return buf.getvalue()
+
+
+def render_jpeg(image: Any, instances: Instances, info: OverlayInfo, *, quality: int) -> bytes:
+    """``draw_overlay`` then ``encode_jpeg``; ``image`` may be a tensor on any device."""
+    pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
+    return encode_jpeg(draw_overlay(pixels, instances, info), quality=quality)
 
 
 def _track_ids(instances: Instances) -> list[int]:

@@ -36,7 +36,7 @@ from streamseg.config.telemetry import HttpConfig
 from streamseg.console.auth import token_middleware
 from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
 from streamseg.console.live import LiveFrame, LiveView
-from streamseg.console.overlay import OverlayInfo, draw_overlay, encode_jpeg
+from streamseg.console.overlay import OverlayInfo, render_jpeg
 
 __all__ = ["Console", "ConsoleBackend"]
 
@@ -183,8 +183,7 @@ class Console:
         quality = self.http.jpeg_quality
 
         def work() -> bytes:
-            image = frame.image.detach().to("cpu").numpy()
-            return encode_jpeg(draw_overlay(image, frame.result.instances, info), quality=quality)
+            return render_jpeg(frame.image, frame.result.instances, info, quality=quality)
 
         return await asyncio.get_running_loop().run_in_executor(None, work)
 
