@@ -29,9 +29,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from streamseg.config.errors import ConfigError, ConfigIssue
-from streamseg.config.loader import validate_tree
+from streamseg.config.loader import validate_pipeline
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.yaml_tree import read_yaml, to_plain
+from streamseg.config.yaml_tree import read_yaml
 
 __all__ = ["ChangeRefused", "PipelineEditor", "yaml_node"]
 
@@ -73,15 +73,6 @@ class PipelineEditor:
         self.environ = os.environ if environ is None else environ
         self._lock = threading.Lock()
 
-    def section(self, *keys: str) -> Any:
-        """A plain copy of the file's value at ``keys`` (``None`` when absent)."""
-        node: Any = read_yaml(self.path, what="a pipeline.yaml")
-        for key in keys:
-            if not isinstance(node, Mapping) or key not in node:
-                return None
-            node = node[key]
-        return to_plain(node, self.environ)
-
     def change(
         self, edit: Edit, *, commit: Callable[[PipelineConfig], None] | None = None
     ) -> PipelineConfig:
@@ -101,19 +92,23 @@ class PipelineEditor:
                 raise ChangeRefused(409, exc.issues, "the pipeline file cannot be read") from None
             edit(tree)
             try:
-                config = validate_tree(
-                    tree,
-                    PipelineConfig,
-                    name=str(self.path),
-                    environ=self.environ,
-                    config_checks=PipelineConfig.reference_issues,
-                )
+                config = validate_pipeline(tree, self.path, environ=self.environ)
             except ConfigError as exc:
                 raise ChangeRefused(422, exc.issues, "the change is not valid") from None
+            self._check_writable()
             if commit is not None:
                 commit(config)
             self._write(tree)
             return config
+
+    def _check_writable(self) -> None:
+        if os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK):
+            return
+        issue = ConfigIssue(
+            f"{self.path} (or its folder) is not writable",
+            hint="the console saves changes in the pipeline file; make it writable",
+        )
+        raise ChangeRefused(409, [issue], "the change could not be saved")
 
     def _write(self, tree: CommentedMap) -> None:
         yaml = YAML(typ="rt")

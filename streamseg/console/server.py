@@ -6,6 +6,9 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     GET    /                                  the console page (static/index.html)
     GET    /static/...                        its script and style sheet
     GET    /api/cameras                       every camera: state, fps, redacted url, ...
+    POST   /api/cameras                       add a camera (body: its pipeline.yaml entry)
+    PUT    /api/cameras/{id}                  change a camera (it restarts; the others go on)
+    DELETE /api/cameras/{id}                  remove a camera (and its alerts section)
     GET    /api/cameras/{id}/live.mjpg        live frames with overlays (multipart JPEG)
     GET    /api/cameras/{id}/frame.jpg        one live frame with overlays
     GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
@@ -30,6 +33,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from streamseg.config.alerts import AlertsConfig, CameraAlerts
+from streamseg.config.cameras import CameraConfig
 from streamseg.config.errors import ConfigIssue
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.telemetry import HttpConfig
@@ -37,6 +41,7 @@ from streamseg.console.auth import token_middleware
 from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
 from streamseg.console.live import LiveFrame, LiveView
 from streamseg.console.overlay import OverlayInfo, render_jpeg
+from streamseg.redact import redact_url
 
 __all__ = ["Console", "ConsoleBackend"]
 
@@ -67,6 +72,14 @@ class ConsoleBackend(Protocol):
         """``(H, W)`` of the camera's frames once one was seen."""
         ...
 
+    def add_camera(self, camera: CameraConfig) -> None:
+        """Start serving a camera (``ValueError`` if it cannot be)."""
+        ...
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop serving a camera; the others go on."""
+        ...
+
 
 class Console:
     """The console: pages, live frames and the change API.
@@ -95,6 +108,9 @@ class Console:
         r.add_get("/", self.index)
         r.add_static("/static", STATIC)
         r.add_get("/api/cameras", self.list_cameras)
+        r.add_post("/api/cameras", self.add_camera)
+        r.add_put("/api/cameras/{cid}", self.replace_camera)
+        r.add_delete("/api/cameras/{cid}", self.delete_camera)
         r.add_get("/api/cameras/{cid}/live.mjpg", self.mjpeg)
         r.add_get("/api/cameras/{cid}/frame.jpg", self.frame_jpeg)
         r.add_get("/api/cameras/{cid}/alerts", self.get_alerts)
@@ -186,6 +202,86 @@ class Console:
             return render_jpeg(frame.image, frame.result.instances, info, quality=quality)
 
         return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    # -- cameras --------------------------------------------------------------
+    async def add_camera(self, request: web.Request) -> web.Response:
+        body = await _body(request, dict)
+        cid = body.get("id")
+        if not isinstance(cid, str) or not cid:
+            raise _error(422, "cameras.id", "a camera id is required", 'give "id": "..."')
+        if cid in self.backend.cameras():
+            raise _error(409, f"cameras.{cid}", f"camera {cid!r} already exists", "use PUT")
+
+        def edit(tree: Any) -> None:
+            tree.setdefault("cameras", yaml_node([])).append(yaml_node(body))
+
+        def commit(config: PipelineConfig) -> None:
+            self._run(lambda: self.backend.add_camera(config.camera(cid)))
+
+        return await self._save(edit, commit, lambda c: _camera_json(c, cid), status=201)
+
+    async def replace_camera(self, request: web.Request) -> web.Response:
+        cid = self._camera(request)
+        body = await _body(request, dict)
+        if body.setdefault("id", cid) != cid:
+            raise _error(422, "cameras.id", "the id cannot change", "delete and add instead")
+
+        def edit(tree: Any) -> None:
+            cams = tree.get("cameras") or []
+            at = next(
+                i for i, c in enumerate(cams) if isinstance(c, Mapping) and c.get("id") == cid
+            )
+            cams[at] = yaml_node(body)
+
+        def commit(config: PipelineConfig) -> None:
+            self._run(lambda: self.backend.remove_camera(cid))
+            self._run(lambda: self.backend.add_camera(config.camera(cid)))
+
+        return await self._save(edit, commit, lambda c: _camera_json(c, cid))
+
+    async def delete_camera(self, request: web.Request) -> web.Response:
+        cid = self._camera(request)
+
+        def edit(tree: Any) -> None:
+            cams = tree.get("cameras") or []
+            for i in reversed(range(len(cams))):
+                if isinstance(cams[i], Mapping) and cams[i].get("id") == cid:
+                    del cams[i]
+            alerts = (tree.get("alerts") or {}).get("cameras")
+            if isinstance(alerts, dict) and cid in alerts:
+                del alerts[cid]  # its zones and rules go with it
+
+        def commit(config: PipelineConfig) -> None:
+            self._run(lambda: self.backend.remove_camera(cid))
+            self._run(lambda: self.backend.apply_alerts(config.alerts))
+
+        return await self._save(edit, commit, lambda c: {"removed": cid})
+
+    async def _save(
+        self,
+        edit: Callable[[Any], None],
+        commit: Callable[[PipelineConfig], None],
+        reply: Callable[[PipelineConfig], Any],
+        status: int = 200,
+    ) -> web.Response:
+        if self.editor is None:
+            raise _error(409, None, "changes are off: serve was not started from a file", None)
+        editor = self.editor
+        try:
+            config = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: editor.change(edit, commit=commit)
+            )
+        except ChangeRefused as exc:
+            return _json(exc.to_dict(), status=exc.status)
+        return _json(reply(config), status=status)
+
+    @staticmethod
+    def _run(action: Callable[[], None]) -> None:
+        """Run a change on the service; what it refuses becomes ``ChangeRefused(409)``."""
+        try:
+            action()
+        except (ValueError, KeyError) as exc:
+            raise ChangeRefused(409, [ConfigIssue(str(exc), loc=("cameras",))], str(exc)) from None
 
     # -- changes --------------------------------------------------------------
     async def put_alerts(self, request: web.Request) -> web.Response:
@@ -324,6 +420,13 @@ class Console:
                 404, None, f"no such collection {kind!r}", f"use one of {', '.join(KINDS)}"
             )
         return kind
+
+
+def _camera_json(config: PipelineConfig, camera_id: str) -> dict[str, Any]:
+    cam = config.camera(camera_id)
+    out = cam.model_dump(mode="json")
+    out["url"] = redact_url(cam.url)
+    return out
 
 
 def _find(section: Any, kind: str, name: str) -> Any:

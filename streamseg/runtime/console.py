@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamseg.config.alerts import AlertsConfig
+from streamseg.config.cameras import CameraConfig
 from streamseg.redact import redact_url
 
 if TYPE_CHECKING:
@@ -78,6 +79,19 @@ class ServiceConsole:
             self._alerts = alerts
             cfg = self.service.config
             self.service.config = cfg.model_copy(update={"alerts": alerts})
+
+    def add_camera(self, camera: CameraConfig) -> None:
+        self.service.add_camera(camera)
+        self._sync_cameras()
+
+    def remove_camera(self, camera_id: str) -> None:
+        self.service.remove_camera(camera_id)
+        self._sync_cameras()
+
+    def _sync_cameras(self) -> None:
+        """Keep ``service.config.cameras`` what runs (a restart of the pipeline would use it)."""
+        cfg = self.service.config
+        self.service.config = cfg.model_copy(update={"cameras": list(self.service.cameras)})
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
         p = self.service.pipeline

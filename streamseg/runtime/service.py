@@ -71,6 +71,8 @@ class Service:
         self.live: Any = None  # streamseg.console.live.LiveView while the console is on
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
+        self._clips: Any = None
+        self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
         self._signals = 0
 
@@ -124,6 +126,32 @@ class Service:
         if port is not None:
             telemetry.start_prometheus_server(port, host=h.host)
 
+    # -- cameras while running (the console's API) -----------------------------
+    def add_camera(self, cam: CameraConfig) -> None:
+        """Start serving one more camera without disturbing the others.
+
+        Before the pipeline exists it is simply added to the cameras to
+        open. Raises ``ValueError`` (the id is taken, the service stops).
+        """
+        with self._cameras_lock:
+            if any(c.id == cam.id for c in self.cameras):
+                raise ValueError(f"camera {cam.id!r} is already served")
+            p = self.pipeline
+            if p is not None:
+                on_packet = self._clips.on_packet if self._clips is not None else None
+                device = decode_device(self.config, [cam])
+                p.add_source(cam.id, open_camera(cam, device=device, on_packet=on_packet))
+            self.cameras.append(cam)
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop serving one camera; its frames already read still reach the sinks."""
+        with self._cameras_lock:
+            if not any(c.id == camera_id for c in self.cameras):
+                raise KeyError(camera_id)
+            if self.pipeline is not None:
+                self.pipeline.remove_source(camera_id)
+            self.cameras = [c for c in self.cameras if c.id != camera_id]
+
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
         from streamseg.console.editor import PipelineEditor
@@ -151,14 +179,27 @@ class Service:
         swap = build_swap_controller(
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
-        clips = build_clip_hook(self.config)
+        clips = self._clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
         device = decode_device(self.config, self.cameras)
         on_packet = clips.on_packet if clips is not None else None
-        sources = {
-            cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
-        }
-        self.pipeline = build_pipeline(
+        with self._cameras_lock:
+            sources = {
+                cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
+            }
+            self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
+        return self.pipeline
+
+    def _new_pipeline(
+        self,
+        telemetry: Telemetry,
+        segmenter: Any,
+        sources: dict[str, Any],
+        metrics: PipelineMetrics,
+        swap: Any,
+        clips: Any,
+    ) -> Pipeline:
+        return build_pipeline(
             self.config,
             segmenter=segmenter,
             sources=sources,
@@ -168,7 +209,6 @@ class Service:
             on_events=clips.on_events if clips is not None else None,
             tap=self.live,
         )
-        return self.pipeline
 
     # -- running -----------------------------------------------------------
     def _run_pipeline(self, pipeline: Pipeline) -> int:

@@ -46,6 +46,12 @@ class PipelineStats:
         self.first_publish: float | None = None
         self.last_publish: float | None = None
 
+    def add_camera(self, camera: str) -> None:
+        """Count a camera added while running (its old counts stay if it was there before)."""
+        with self._lock:
+            self.cameras.setdefault(camera, CameraCounts())
+            self._reasons.setdefault(camera, collections.Counter())
+
     def _attrs(self, camera: str) -> dict[str, str]:
         return {"camera": camera}
 
