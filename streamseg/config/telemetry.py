@@ -60,6 +60,12 @@ class HttpConfig(StrictModel):
         default=4.0, gt=0, le=30, description="frames per second sent to each live viewer"
     )
     jpeg_quality: int = Field(default=75, ge=10, le=95, description="JPEG quality of live frames")
+    live_width: int = Field(
+        default=640,
+        ge=64,
+        le=7680,
+        description="live frames wider than this are scaled down (by an integer factor)",
+    )
     trail_length: int = Field(
         default=16, ge=0, le=256, description="past positions drawn behind each track"
     )

@@ -34,7 +34,15 @@ from PIL import Image, ImageDraw, ImageFont
 from streamseg.config.alerts import CameraAlerts
 from streamseg.types import Instances
 
-__all__ = ["OverlayInfo", "draw_overlay", "encode_jpeg", "render_jpeg", "shade", "track_color"]
+__all__ = [
+    "OverlayInfo",
+    "draw_overlay",
+    "encode_jpeg",
+    "render_jpeg",
+    "scale_down",
+    "shade",
+    "track_color",
+]
 
 RGB = tuple[int, int, int]
 
@@ -54,6 +62,8 @@ class OverlayInfo:
         trails: ``{track id: [(x, y), ...]}`` past box centres, oldest first, pixels.
         counts: ``{zone name: occupancy}`` and ``{line name: (in, out)}``.
         status: the text of the status line (state, fps).
+        scale: frame pixels per drawn pixel (zones and lines in pixels are
+            divided by it; ``render_jpeg`` sets it when it scales down).
     """
 
     class_names: Sequence[str] = ()
@@ -61,6 +71,7 @@ class OverlayInfo:
     trails: Mapping[int, Sequence[tuple[float, float]]] = dataclasses.field(default_factory=dict)
     counts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     status: str = ""
+    scale: float = 1.0
 
 
 def track_color(track_id: int) -> RGB:
@@ -119,10 +130,47 @@ def encode_jpeg(image: np.ndarray, *, quality: int) -> bytes:
     return buf.getvalue()
 
 
-def render_jpeg(image: Any, instances: Instances, info: OverlayInfo, *, quality: int) -> bytes:
-    """``draw_overlay`` then ``encode_jpeg``; ``image`` may be a tensor on any device."""
+def render_jpeg(
+    image: Any,
+    instances: Instances,
+    info: OverlayInfo,
+    *,
+    quality: int,
+    max_width: int | None = None,
+) -> bytes:
+    """``draw_overlay`` then ``encode_jpeg``; ``image`` may be a tensor on any device.
+
+    A frame wider than ``max_width`` is first scaled down by the smallest
+    integer factor that fits (pixels averaged by block; masks sampled at the
+    blocks' corners), overlays included: drawing costs follow the picture
+    sent, not the camera's resolution.
+    """
+    if max_width is not None and image.shape[1] > max_width:
+        image, instances, info = scale_down(image, instances, info, -(-image.shape[1] // max_width))
     pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
     return encode_jpeg(draw_overlay(pixels, instances, info), quality=quality)
+
+
+def scale_down(
+    image: Any, instances: Instances, info: OverlayInfo, k: int
+) -> tuple[np.ndarray, Instances, OverlayInfo]:
+    """The frame, instances and overlay info at ``1/k`` of the size."""
+    pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
+    small = np.asarray(Image.fromarray(pixels).reduce(k))
+    h, w = small.shape[:2]
+    masks = instances.masks
+    if masks is not None:
+        masks = masks[:, ::k, ::k][:, :h, :w]
+    reduced = Instances(
+        image_size=(h, w),
+        boxes=instances.boxes / k,
+        scores=instances.scores,
+        labels=instances.labels,
+        masks=masks,
+        track_ids=instances.track_ids,
+    )
+    trails = {t: [(x / k, y / k) for x, y in pts] for t, pts in info.trails.items()}
+    return small, reduced, dataclasses.replace(info, trails=trails, scale=info.scale * k)
 
 
 def _track_ids(instances: Instances) -> list[int]:
@@ -156,14 +204,15 @@ def _draw_geometry(
     if alerts is None:
         return
     h, w = size
+    s = info.scale
     for name, zone in alerts.zones.items():
-        pts = _pixels(zone.polygon, zone.coordinates or alerts.coordinates, w, h)
+        pts = _pixels(zone.polygon, zone.coordinates or alerts.coordinates, w, h, s)
         draw.polygon(pts, outline=ZONE_COLOR, width=2)
         count = info.counts.get(name)
         text = name if count is None else f"{name}: {count}"
         _label(draw, font, pts[0], text, (120, 100, 0))
     for name, line in alerts.lines.items():
-        pts = _pixels(list(line.points), line.coordinates or alerts.coordinates, w, h)
+        pts = _pixels(list(line.points), line.coordinates or alerts.coordinates, w, h, s)
         draw.line(pts, fill=LINE_COLOR, width=2)
         count = info.counts.get(name)
         text = name if count is None else f"{name}: in {count[0]} out {count[1]}"
@@ -171,11 +220,12 @@ def _draw_geometry(
 
 
 def _pixels(
-    points: Sequence[tuple[float, float]], coordinates: str, w: int, h: int
+    points: Sequence[tuple[float, float]], coordinates: str, w: int, h: int, scale: float
 ) -> list[tuple[float, float]]:
+    """Points in drawn pixels (``w`` x ``h`` drawn; frame pixels divided by ``scale``)."""
     if coordinates == "normalized":
         return [(x * w, y * h) for x, y in points]
-    return [(float(x), float(y)) for x, y in points]
+    return [(x / scale, y / scale) for x, y in points]
 
 
 def _label(

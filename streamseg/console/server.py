@@ -196,10 +196,11 @@ class Console:
             counts=frame.counts,
             status=f"{cid}  {state}  {frame.fps:.1f} fps",
         )
-        quality = self.http.jpeg_quality
+        quality, width = self.http.jpeg_quality, self.http.live_width
 
         def work() -> bytes:
-            return render_jpeg(frame.image, frame.result.instances, info, quality=quality)
+            inst = frame.result.instances
+            return render_jpeg(frame.image, inst, info, quality=quality, max_width=width)
 
         return await asyncio.get_running_loop().run_in_executor(None, work)
 

@@ -222,7 +222,8 @@ class ConsoleViewers:
                     counts=frame.counts,
                     status=f"{cid} {frame.fps:.1f} fps",
                 )
-                render_jpeg(frame.image, frame.result.instances, info, quality=h.jpeg_quality)
+                inst = frame.result.instances
+                render_jpeg(frame.image, inst, info, quality=h.jpeg_quality, max_width=h.live_width)
                 self.rendered += 1
 
 

@@ -80,3 +80,22 @@ def test_untracked_instances_and_trails() -> None:
     untracked = inst.replace(track_ids=None)
     out2 = draw_overlay(image, untracked, OverlayInfo())
     assert colour_pixels(out2, track_color(-1))[29, 20]  # the mask's bottom edge
+
+
+def test_scaled_down_views_keep_colours_on_the_masks() -> None:
+    from streamseg.console.overlay import render_jpeg, scale_down
+
+    scene = SyntheticScene(seed=4, height=240, width=320, num_objects=5)
+    f = scene.frame(8)
+    alerts = CameraAlerts(zones={"z": {"polygon": [[20, 20], [300, 20], [300, 220]]}})
+    info = OverlayInfo(class_names=scene.class_names, alerts=alerts, trails={1: [(100.0, 100.0)]})
+    image, inst, small_info = scale_down(f.image, f.gt, info, 2)
+    assert image.shape == (120, 160, 3) and inst.image_size == (120, 160)
+    assert small_info.scale == 2 and small_info.trails[1] == [(50.0, 50.0)]
+    out = draw_overlay(image, inst, small_info)
+    assert colour_pixels(out, (255, 210, 0))[10, 80]  # the zone's top edge, halved
+    for tid, mask in zip(inst.track_ids.tolist(), inst.masks.numpy(), strict=True):
+        drawn = colour_pixels(out, track_color(tid)) & ~colour_pixels(image, track_color(tid))
+        assert (drawn & ~mask).sum() == 0
+    jpeg = render_jpeg(f.image, f.gt, info, quality=70, max_width=100)  # 320 -> 80 wide
+    assert Image.open(io.BytesIO(jpeg)).size == (80, 60)

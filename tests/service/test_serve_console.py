@@ -179,3 +179,28 @@ def test_cameras_added_changed_and_removed_while_serving(
     assert a == list(range(a[0], a[0] + len(a))), "camera a lost frames"
     assert proc.terminate() == 0, proc.tail()
     assert summary(proc.log, "a")["dropped"] == 0
+
+
+@pytest.mark.parametrize("token", [TOKEN, None])
+def test_on_a_non_loopback_address_reads_need_the_token(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path, token: str | None
+) -> None:
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    text = path.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")
+    path.write_text(text if token else text.replace("${CONSOLE_TOKEN}", "''"))
+    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+    proc.wait_for(lambda: proc.camera("a").get("state") == "streaming", 120, "a streams")
+    # Probes and scrapes stay open.
+    assert proc.get("/healthz")[0] == 200 and proc.get("/metrics")[0] == 200
+    if token is None:  # no token on a public address: the console is off
+        for url in ("/", "/api/cameras", "/api/cameras/a/frame.jpg"):
+            code, reply = call(port, "GET", url)
+            assert code == 403 and "http.token" in reply["error"], url
+        return
+    for url in ("/", "/static/console.js", "/api/cameras", "/api/cameras/a/frame.jpg"):
+        assert call(port, "GET", url)[0] == 401, url
+        assert call(port, "GET", url, token="wrong")[0] == 403, url
+        assert call(port, "GET", url, token=TOKEN)[0] == 200, url
+    assert call(port, "GET", f"/api/cameras/a/frame.jpg?token={TOKEN}")[0] == 200
+    assert proc.terminate() == 0, proc.tail()
