@@ -70,6 +70,17 @@ class HttpConfig(StrictModel):
         default=16, ge=0, le=256, description="past positions drawn behind each track"
     )
 
+    snapshots: bool = Field(
+        default=True, description="keep alert snapshots for the console's events timeline"
+    )
+    snapshot_dir: str | None = Field(
+        default=None, description="where snapshots are written; default a temporary folder"
+    )
+    snapshot_max_mb: float = Field(default=200.0, gt=0, description="disk kept for snapshots")
+    snapshot_retention_hours: float = Field(
+        default=24.0, gt=0, description="hours a snapshot is kept"
+    )
+
     @field_validator("token", mode="after")
     @classmethod
     def _empty_is_none(cls, value: SecretStr | None) -> SecretStr | None:

@@ -17,12 +17,16 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from streamseg.types import FrameResult
+from streamseg.config.alerts import CameraAlerts
+from streamseg.types import Event, FrameResult
+
+if TYPE_CHECKING:
+    from streamseg.console.events import EventLog
 
 __all__ = ["LiveFrame", "LiveView"]
 
@@ -57,8 +61,15 @@ class LiveView:
         trail_length: past positions kept per track.
     """
 
-    def __init__(self, *, trail_length: int = 16) -> None:
+    def __init__(
+        self,
+        *,
+        trail_length: int = 16,
+        events: EventLog | None = None,
+        rules_of: Callable[[str], CameraAlerts | None] | None = None,
+    ) -> None:
         self.trail_length = trail_length
+        self.events, self.rules_of = events, rules_of
         self._viewers: dict[str, int] = collections.defaultdict(int)
         self._slots: dict[str, LiveFrame] = {}
         self._trails: dict[str, dict[int, collections.deque[tuple[float, float]]]] = {}
@@ -67,8 +78,13 @@ class LiveView:
         self._lock = threading.Lock()
 
     def wants(self, camera_id: str) -> bool:
-        """Whether a viewer watches ``camera_id`` (called for every frame: cheap)."""
-        return self._viewers.get(camera_id, 0) > 0
+        """Whether a viewer watches ``camera_id`` or its alerts get snapshots (cheap)."""
+        if self._viewers.get(camera_id, 0) > 0:
+            return True
+        if self.events is None or self.rules_of is None:
+            return False
+        rules = self.rules_of(camera_id)
+        return rules is not None and bool(rules.rules)
 
     @contextlib.contextmanager
     def watch(self, camera_id: str) -> Iterator[None]:
@@ -89,8 +105,14 @@ class LiveView:
         with self._lock:
             return dict(self._viewers)
 
-    def offer(self, image: Tensor, result: FrameResult, counts: Mapping[str, Any]) -> None:
-        """Store a tracked frame of a watched camera (the track thread calls this)."""
+    def offer(
+        self,
+        image: Tensor,
+        result: FrameResult,
+        counts: Mapping[str, Any],
+        events: Sequence[Event] = (),
+    ) -> None:
+        """Store a tracked frame of a watched camera; snapshot its events (track thread)."""
         cid = result.frame.camera_id
         now = time.monotonic()
         last = self._last.get(cid)
@@ -100,6 +122,9 @@ class LiveView:
             old = self._fps.get(cid)
             self._fps[cid] = rate if old is None else 0.8 * old + 0.2 * rate
         trails = self._update_trails(cid, result)
+        if events and self.events is not None:
+            alerts = self.rules_of(cid) if self.rules_of is not None else None
+            self.events.record(image, result, events, alerts, trails)
         with self._lock:
             if cid not in self._viewers:
                 return

@@ -11,6 +11,8 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     DELETE /api/cameras/{id}                  remove a camera (and its alerts section)
     GET    /api/cameras/{id}/live.mjpg        live frames with overlays (multipart JPEG)
     GET    /api/cameras/{id}/frame.jpg        one live frame with overlays
+    GET    /api/events                        recent alerts (camera rule kind label since until)
+    GET    /api/events/{n}/snapshot.jpg       an alert's snapshot (its track, zone or line)
     GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
     PUT    /api/cameras/{id}/alerts           replace them all
     POST   /api/cameras/{id}/{zones|lines|rules}         create one (body has "name")
@@ -39,6 +41,7 @@ from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.telemetry import HttpConfig
 from streamseg.console.auth import token_middleware
 from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
+from streamseg.console.events import EventLog
 from streamseg.console.live import LiveFrame, LiveView
 from streamseg.console.overlay import OverlayInfo, render_jpeg
 from streamseg.redact import redact_url
@@ -89,6 +92,7 @@ class Console:
         live: the live-frame slots the pipeline fills for watched cameras.
         http: the ``http:`` section (token, live fps, JPEG quality).
         editor: the pipeline file's editor (``None``: changes are off).
+        events: recent alerts with snapshots (``None``: no timeline).
     """
 
     def __init__(
@@ -98,8 +102,10 @@ class Console:
         live: LiveView,
         http: HttpConfig,
         editor: PipelineEditor | None,
+        events: EventLog | None = None,
     ) -> None:
         self.backend, self.live, self.http, self.editor = backend, live, http, editor
+        self.events = events
 
     def install(self, app: web.Application) -> None:
         token = self.http.token.get_secret_value() if self.http.token is not None else None
@@ -113,6 +119,8 @@ class Console:
         r.add_delete("/api/cameras/{cid}", self.delete_camera)
         r.add_get("/api/cameras/{cid}/live.mjpg", self.mjpeg)
         r.add_get("/api/cameras/{cid}/frame.jpg", self.frame_jpeg)
+        r.add_get("/api/events", self.list_events)
+        r.add_get("/api/events/{eid}/snapshot.jpg", self.event_snapshot)
         r.add_get("/api/cameras/{cid}/alerts", self.get_alerts)
         r.add_put("/api/cameras/{cid}/alerts", self.put_alerts)
         r.add_post("/api/cameras/{cid}/{kind}", self.create_item)
@@ -139,6 +147,41 @@ class Console:
         cid = self._camera(request)
         section = self.backend.alerts().cameras.get(cid)
         return _json((section or CameraAlerts()).model_dump(mode="json"))
+
+    # -- events -----------------------------------------------------------------
+    async def list_events(self, request: web.Request) -> web.Response:
+        """``?camera= &rule= &kind= &label= &since= &until= &limit=`` (times: Unix seconds)."""
+        if self.events is None:
+            return _json({"events": [], "snapshots": False})
+        q = request.query
+        try:
+            since = float(q["since"]) if "since" in q else None
+            until = float(q["until"]) if "until" in q else None
+            limit = int(q.get("limit", 100))
+        except ValueError:
+            raise _error(
+                400, "query", "since/until are Unix seconds, limit a count", None
+            ) from None
+        events = self.events.list(
+            camera=q.get("camera") or None,
+            rule=q.get("rule") or None,
+            kind=q.get("kind") or None,
+            label=q.get("label") or None,
+            since=since,
+            until=until,
+            limit=max(1, min(limit, 1000)),
+        )
+        return _json({"events": events, "snapshots": True})
+
+    async def event_snapshot(self, request: web.Request) -> web.FileResponse:
+        path = None
+        if self.events is not None and request.match_info["eid"].isdigit():
+            path = self.events.snapshot(int(request.match_info["eid"]))
+        if path is None:
+            raise _error(
+                404, "event", "no snapshot for this event (not written yet, or expired)", None
+            )
+        return web.FileResponse(path, headers={"Content-Type": "image/jpeg"})
 
     # -- live -----------------------------------------------------------------
     async def mjpeg(self, request: web.Request) -> web.StreamResponse:

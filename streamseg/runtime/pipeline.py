@@ -369,7 +369,7 @@ class Pipeline:
             for r in results:
                 if self.tracker is None:
                     out.append((r, []))
-                    self._offer(r)
+                    self._offer(r, [])
                     continue
                 try:
                     tracked, events = self.tracker.process(r)
@@ -377,7 +377,7 @@ class Pipeline:
                     self._stage_error("track", exc, camera=r.frame.camera_id)
                     tracked, events = r, []
                 out.append((tracked, list(events)))
-                self._offer(tracked)
+                self._offer(tracked, events)
                 if events and self.on_events is not None:
                     try:
                         self.on_events(list(events))
@@ -389,7 +389,7 @@ class Pipeline:
         self._stage_time("track", t0)
         return out
 
-    def _offer(self, result: FrameResult) -> None:
+    def _offer(self, result: FrameResult, events: Sequence[Event]) -> None:
         """Hand a watched camera's tracked frame, with its pixels, to the live view."""
         image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
         if image is None or self.tap is None:
@@ -397,7 +397,7 @@ class Pipeline:
         counts_of = getattr(self.tracker, "counts", None)
         try:
             counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
-            self.tap.offer(image, result, counts)
+            self.tap.offer(image, result, counts, events)
         except Exception as exc:
             self._stage_error("track", exc, camera=result.frame.camera_id)
 

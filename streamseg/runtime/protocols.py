@@ -7,7 +7,7 @@ here, so it can be built and tested on its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from torch import Tensor
@@ -54,11 +54,18 @@ class TrackingStageLike(Protocol):
 class FrameTap(Protocol):
     """``streamseg.console.live.LiveView``: tracked frames, with pixels, of watched cameras.
 
-    ``wants`` is asked for every frame before segmentation (pixels are kept
+    ``wants`` is asked for every frame after segmentation (pixels are kept
     only when it says yes); ``offer`` gets them after tracking, in the track
-    thread, with the camera's rule counts (zone occupancy, line in/out).
+    thread, with the camera's rule counts (zone occupancy, line in/out) and
+    the frame's alert events (snapshots).
     """
 
     def wants(self, camera_id: str) -> bool: ...
 
-    def offer(self, image: Tensor, result: FrameResult, counts: Mapping[str, Any]) -> None: ...
+    def offer(
+        self,
+        image: Tensor,
+        result: FrameResult,
+        counts: Mapping[str, Any],
+        events: Sequence[Event],
+    ) -> None: ...

@@ -69,6 +69,8 @@ class Service:
         self.pipeline: Pipeline | None = None
         self.http: HealthServer | None = None
         self.live: Any = None  # streamseg.console.live.LiveView while the console is on
+        self.events: Any = None  # streamseg.console.events.EventLog (alert snapshots)
+        self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
         self._clips: Any = None
@@ -102,6 +104,10 @@ class Service:
                     log.exception("runtime: closing %s failed", type(hook).__name__)
             if self.http is not None:
                 self.http.close()
+            if self.events is not None:
+                self.events.close()
+            if self._snapshot_tmp is not None:
+                self._snapshot_tmp.cleanup()
             telemetry.shutdown()
 
     def stop(self) -> None:
@@ -160,10 +166,39 @@ class Service:
         from streamseg.runtime.console import ServiceConsole
 
         h = self.config.http
-        self.live = LiveView(trail_length=h.trail_length)
+        backend = ServiceConsole(self)
+        self.events = self._event_log() if h.snapshots else None
+        self.live = LiveView(
+            trail_length=h.trail_length,
+            events=self.events,
+            rules_of=lambda cid: backend.alerts().cameras.get(cid),
+        )
         editor = PipelineEditor(self.pipeline_path) if self.pipeline_path else None
-        console = Console(backend=ServiceConsole(self), live=self.live, http=h, editor=editor)
+        console = Console(
+            backend=backend, live=self.live, http=h, editor=editor, events=self.events
+        )
         return console.install
+
+    def _event_log(self) -> Any:
+        import tempfile
+        from pathlib import Path
+
+        from streamseg.console.events import EventLog
+
+        h = self.config.http
+        if h.snapshot_dir is not None:
+            folder = Path(h.snapshot_dir)
+        else:
+            self._snapshot_tmp = tempfile.TemporaryDirectory(prefix="streamseg-snapshots-")
+            folder = Path(self._snapshot_tmp.name)
+        log.info("console: alert snapshots in %s", folder)
+        return EventLog(
+            folder=folder,
+            max_bytes=int(h.snapshot_max_mb * 2**20),
+            retention=h.snapshot_retention_hours * 3600,
+            max_width=h.live_width,
+            quality=h.jpeg_quality,
+        )
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         import torch
@@ -172,6 +207,8 @@ class Service:
         torch.set_num_threads(rt.inference_threads())
         segmenter = build_segmenter(model)
         self.model_loaded = True
+        if self.events is not None:
+            self.events.class_names = tuple(segmenter.class_names)
         if self._stop.is_set():
             segmenter.close()
             return None

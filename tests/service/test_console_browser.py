@@ -3,7 +3,9 @@
 The live grid shows every camera streaming, with frames that change; a
 zone drawn on the live frame in the page is refused without the token
 (nothing changes) and, with it, saved: its rule then raises alerts in
-Redis without a restart. Screenshots of each step are kept as artefacts.
+Redis without a restart, which the events timeline lists within a second,
+with a snapshot that shows the zone. Screenshots of each step are kept as
+artefacts.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ c.width = img.naturalWidth; c.height = img.naturalHeight;
 const g = c.getContext("2d");
 g.drawImage(img, 0, 0);
 return [c.width, c.height, Array.from(g.getImageData(0, 0, c.width, c.height).data)];
+"""
+
+
+SNAPSHOT_JS = """
+const img = arguments[0];
+const c = document.createElement("canvas");
+c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext("2d");
+g.drawImage(img, 0, 0);
+return Array.from(g.getImageData(0, 0, c.width, c.height).data);
 """
 
 
@@ -112,6 +124,27 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
             return any(json.loads(f[b"data"])["rule"] == "drawn-rule" for _i, f in entries)
 
         proc.wait_for(alerted, 30, "an alert of the drawn zone's rule")
+        seen_in_redis = time.monotonic()
         screenshot(driver, "zone-saved")
+
+        # The timeline lists it within a second; its snapshot shows the zone.
+        item = 'li[data-rule="drawn-rule"]'
+        wait(lambda: driver.find_elements(By.CSS_SELECTOR, item), 5, "the event in the timeline")
+        assert time.monotonic() - seen_in_redis <= 1.0
+        driver.find_elements(By.CSS_SELECTOR, item)[-1].click()
+        snap = driver.find_element(By.ID, "event-snapshot")
+        wait(
+            lambda: driver.execute_script("return arguments[0].naturalWidth", snap), 10, "snapshot"
+        )
+        pixels = driver.execute_script(SNAPSHOT_JS, snap)
+        yellow = sum(
+            1
+            for i in range(0, len(pixels), 4)
+            if pixels[i] > 200 and pixels[i + 1] > 170 and pixels[i + 2] < 80
+        )
+        assert yellow >= 100, "the zone's outline is not on the snapshot"
+        why = json.loads(driver.find_element(By.ID, "event-why").text)
+        assert why["rule"]["zone"] == "drawn" and why["zone"] == "drawn"
+        screenshot(driver, "event-snapshot")
         assert proc.camera("b")["state"] == "streaming"
         assert proc.terminate() == 0, proc.tail()

@@ -133,5 +133,54 @@ document.getElementById("editor-clear").addEventListener("click", () => { editor
 document.getElementById("editor-close").addEventListener("click", () => editor.close());
 document.getElementById("editor-shape").addEventListener("change", () => editor.draw());
 
+// -- events timeline -------------------------------------------------------
+const shown = new Map();
+
+async function refreshEvents() {
+  const form = new FormData(document.getElementById("event-filter"));
+  const q = new URLSearchParams();
+  for (const key of ["camera", "rule", "kind", "label"]) if (form.get(key)) q.set(key, form.get(key));
+  if (form.get("window")) q.set("since", String(Date.now() / 1000 - Number(form.get("window"))));
+  const { status, data } = await api("GET", `/api/events?${q}`);
+  if (status !== 200) return;
+  const list = document.getElementById("event-list");
+  const ids = new Set(data.events.map(e => e.id));
+  for (const [id, li] of shown) if (!ids.has(id)) { li.remove(); shown.delete(id); }
+  let before = list.firstChild;
+  for (const e of data.events) {
+    if (shown.has(e.id)) { before = shown.get(e.id).nextSibling; continue; }
+    const li = document.createElement("li");
+    li.dataset.event = e.id;
+    li.dataset.rule = e.rule;
+    const when = new Date(e.time * 1000).toLocaleTimeString();
+    const where = e.zone ? ` zone ${e.zone}` : e.line ? ` line ${e.line}` : "";
+    li.textContent = `${when} ${e.camera_id} ${e.rule}: ${e.kind} ${e.label_name || ""}` +
+      `${e.track_id != null ? ` #${e.track_id}` : ""}${where}`;
+    li.addEventListener("click", () => openEvent(e, li));
+    list.insertBefore(li, before);
+    shown.set(e.id, li);
+  }
+}
+
+function openEvent(e, li) {
+  for (const other of shown.values()) other.classList.remove("selected");
+  li.classList.add("selected");
+  document.getElementById("event-detail").hidden = false;
+  document.getElementById("event-snapshot").src = withToken(e.snapshot);
+  const why = {
+    rule: e.rule_config, event: e.kind, zone: e.zone, line: e.line, count: e.count,
+    track: e.track_id, class: e.label_name, score: e.score, extra: e.extra, path: e.path,
+  };
+  document.getElementById("event-why").textContent = JSON.stringify(why, null, 1);
+}
+
+document.getElementById("event-filter").addEventListener("input", () => {
+  for (const li of shown.values()) li.remove();
+  shown.clear();
+  refreshEvents();
+});
+
 refresh();
 setInterval(refresh, 2000);
+refreshEvents();
+setInterval(refreshEvents, 500);
