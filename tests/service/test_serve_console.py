@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,20 @@ def test_console_live_view_token_and_live_rule_changes(
     proc.wait_for(
         lambda: any(a["rule"] == "in-all" for a in alerts()), 60, "an alert of the new rule"
     )
+    # The events timeline has it, with the rule's parameters and a snapshot.
+    code, listed = call(port, "GET", "/api/events?rule=in-all&camera=a")
+    assert code == 200 and listed["events"], listed
+    ev = listed["events"][0]
+    assert ev["rule_config"]["zone"] == "all" and ev["zone"] == "all"
+    assert call(port, "GET", "/api/events?rule=in-all&camera=b")[1]["events"] == []
+    assert call(port, "GET", "/api/events?since=soon")[0] == 400
+    snap: Any = None
+    for _ in range(50):
+        code, snap = call(port, "GET", ev["snapshot"])
+        if code == 200:
+            break
+        time.sleep(0.1)
+    assert code == 200 and snap[:2] == b"\xff\xd8"
     saved = path.read_text()
     assert saved.startswith("# the console test's pipeline: this comment must survive changes")
     on_disk = yaml.safe_load(saved)["alerts"]["cameras"]
