@@ -70,6 +70,9 @@ class HttpConfig(StrictModel):
         default=16, ge=0, le=256, description="past positions drawn behind each track"
     )
 
+    health_interval: float = Field(
+        default=5.0, gt=0, le=60, description="seconds between camera health samples (charts)"
+    )
     snapshots: bool = Field(
         default=True, description="keep alert snapshots for the console's events timeline"
     )

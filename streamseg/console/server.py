@@ -11,6 +11,7 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     DELETE /api/cameras/{id}                  remove a camera (and its alerts section)
     GET    /api/cameras/{id}/live.mjpg        live frames with overlays (multipart JPEG)
     GET    /api/cameras/{id}/frame.jpg        one live frame with overlays
+    GET    /api/health                        cameras now and their last 15 minutes, sinks, model
     GET    /api/events                        recent alerts (camera rule kind label since until)
     GET    /api/events/{n}/snapshot.jpg       an alert's snapshot (its track, zone or line)
     GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,13 +44,18 @@ from streamseg.config.telemetry import HttpConfig
 from streamseg.console.auth import token_middleware
 from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
 from streamseg.console.events import EventLog
+from streamseg.console.health import FIELDS as HEALTH_FIELDS
+from streamseg.console.health import HealthHistory
 from streamseg.console.live import LiveFrame, LiveView
 from streamseg.console.overlay import OverlayInfo, render_jpeg
 from streamseg.redact import redact_url
 
 __all__ = ["Console", "ConsoleBackend"]
 
+log = logging.getLogger("streamseg.console")
+
 STATIC = Path(__file__).with_name("static")
+_SAMPLER = web.AppKey("health_sampler", asyncio.Task)
 BOUNDARY = "streamsegframe"
 KINDS = ("zones", "lines", "rules")
 FRAME_WAIT_S = 5.0
@@ -79,6 +86,10 @@ class ConsoleBackend(Protocol):
         """Start serving a camera (``ValueError`` if it cannot be)."""
         ...
 
+    def status(self) -> dict[str, Any]:
+        """``{"sinks": {name: health}, "model": {arch, backend, precision, ...}}``."""
+        ...
+
     def remove_camera(self, camera_id: str) -> None:
         """Stop serving a camera; the others go on."""
         ...
@@ -106,10 +117,13 @@ class Console:
     ) -> None:
         self.backend, self.live, self.http, self.editor = backend, live, http, editor
         self.events = events
+        self.health = HealthHistory(interval=http.health_interval)
 
     def install(self, app: web.Application) -> None:
         token = self.http.token.get_secret_value() if self.http.token is not None else None
         app.middlewares.append(token_middleware(token=token, loopback=self.http.loopback))
+        app.on_startup.append(self._start_sampling)
+        app.on_cleanup.append(self._stop_sampling)
         r = app.router
         r.add_get("/", self.index)
         r.add_static("/static", STATIC)
@@ -119,6 +133,7 @@ class Console:
         r.add_delete("/api/cameras/{cid}", self.delete_camera)
         r.add_get("/api/cameras/{cid}/live.mjpg", self.mjpeg)
         r.add_get("/api/cameras/{cid}/frame.jpg", self.frame_jpeg)
+        r.add_get("/api/health", self.get_health)
         r.add_get("/api/events", self.list_events)
         r.add_get("/api/events/{eid}/snapshot.jpg", self.event_snapshot)
         r.add_get("/api/cameras/{cid}/alerts", self.get_alerts)
@@ -147,6 +162,30 @@ class Console:
         cid = self._camera(request)
         section = self.backend.alerts().cameras.get(cid)
         return _json((section or CameraAlerts()).model_dump(mode="json"))
+
+    # -- health -----------------------------------------------------------------
+    async def get_health(self, _request: web.Request) -> web.Response:
+        """Every camera now and its history (``FIELDS`` per point), sinks and the model."""
+        cams = self.backend.cameras()
+        for cid, info in cams.items():
+            info["history"] = self.health.series(cid)
+        return _json({"fields": list(HEALTH_FIELDS), "cameras": cams, **self.backend.status()})
+
+    async def _start_sampling(self, app: web.Application) -> None:
+        app[_SAMPLER] = asyncio.get_running_loop().create_task(self._sample_forever())
+
+    async def _stop_sampling(self, app: web.Application) -> None:
+        task = app.get(_SAMPLER)
+        if task is not None:
+            task.cancel()
+
+    async def _sample_forever(self) -> None:
+        while True:
+            try:
+                self.health.sample(self.backend.cameras())
+            except Exception:
+                log.exception("console: sampling camera health failed")
+            await asyncio.sleep(self.health.interval)
 
     # -- events -----------------------------------------------------------------
     async def list_events(self, request: web.Request) -> web.Response:

@@ -55,6 +55,19 @@ class ServiceConsole:
             out[cam.id] = info
         return out
 
+    def status(self) -> dict[str, Any]:
+        _ready, details = self.service.readiness()
+        m = self.service.config.model
+        model = {
+            **details["model"],
+            "backend": m.backend,
+            "precision": m.precision,
+            "device": m.device,
+            "weights": m.weights,
+            "hot_swap": m.hot_swap,
+        }
+        return {"sinks": details["sinks"], "model": model, "stopping": details["stopping"]}
+
     def class_names(self) -> Sequence[str]:
         p = self.service.pipeline
         if p is not None:

@@ -146,5 +146,14 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         why = json.loads(driver.find_element(By.ID, "event-why").text)
         assert why["rule"]["zone"] == "drawn" and why["zone"] == "drawn"
         screenshot(driver, "event-snapshot")
+
+        # Health: both cameras with their fps charts, the sinks and the model.
+        spark = '#health-rows tr[data-camera="{}"] polyline'
+        wait(lambda: all(driver.find_elements(By.CSS_SELECTOR, spark.format(c)) for c in "ab"),
+             10, "health charts")  # fmt: skip
+        assert "maskrcnn_small" in driver.find_element(By.ID, "model-line").text
+        assert "redis connected" in driver.find_element(By.ID, "sinks-line").text
+        driver.execute_script("document.getElementById('health').scrollIntoView()")
+        screenshot(driver, "health")
         assert proc.camera("b")["state"] == "streaming"
         assert proc.terminate() == 0, proc.tail()

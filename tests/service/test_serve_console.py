@@ -49,6 +49,16 @@ def test_console_live_view_token_and_live_rule_changes(
     assert code == 200 and set(cams["cameras"]) == {"a", "b"}
     assert cams["cameras"]["a"]["state"] == "streaming"
 
+    # Health: every camera with its recent history, the sinks and the model.
+    def history() -> Any:  # samples every 0.5 s here; a point with frames processed
+        health = call(port, "GET", "/api/health")[1]
+        fps = health["fields"].index("fps")
+        return health if any(p[fps] > 0 for p in health["cameras"]["a"]["history"]) else None
+
+    health = proc.wait_for(history, 20, "health samples with frames")
+    assert health["sinks"]["redis"]["connected"] is True
+    assert health["model"]["arch"] == "maskrcnn_small" and health["model"]["loaded"] is True
+
     # A live frame with overlays: a JPEG of the camera's size.
     code, jpeg = call(port, "GET", "/api/cameras/a/frame.jpg")
     assert code == 200 and jpeg[:2] == b"\xff\xd8"

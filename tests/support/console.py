@@ -26,7 +26,12 @@ def console_pipeline(tmp_path: Path, redis_url: str, port: int) -> Path:
     # Random weights score about 0.2: low tracking thresholds make tracks of them.
     tracking = {"high_score": 0.05, "low_score": 0.01, "new_track_score": 0.05, "confirm_hits": 2}
     cfg = service_pipeline(cams, {"url": redis_url}, tracking=tracking)
-    cfg["http"] = {"host": "127.0.0.1", "port": port, "token": "${CONSOLE_TOKEN}"}
+    cfg["http"] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "token": "${CONSOLE_TOKEN}",
+        "health_interval": 0.5,
+    }
     cfg["alerts"] = {
         "cameras": {"b": {"zones": {"left": {"polygon": [[0, 0], [80, 0], [80, 120], [0, 120]]}}}}
     }

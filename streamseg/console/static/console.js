@@ -180,6 +180,55 @@ document.getElementById("event-filter").addEventListener("input", () => {
   refreshEvents();
 });
 
+// -- health ----------------------------------------------------------------
+function sparkline(values, width = 140, height = 28) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", width); svg.setAttribute("height", height);
+  const points = values.map((v, i) => [i, v]).filter(([, v]) => v != null);
+  if (points.length > 1) {
+    const max = Math.max(...points.map(([, v]) => v), 1e-9);
+    const n = values.length - 1;
+    const path = document.createElementNS(svg.namespaceURI, "polyline");
+    path.setAttribute("class", "spark");
+    path.setAttribute("points", points.map(([i, v]) =>
+      `${(i / n * (width - 2) + 1).toFixed(1)},${(height - 2 - v / max * (height - 4)).toFixed(1)}`).join(" "));
+    svg.appendChild(path);
+    const label = document.createElementNS(svg.namespaceURI, "title");
+    label.textContent = `now ${points[points.length - 1][1]}, max ${max}`;
+    svg.appendChild(label);
+  }
+  return svg;
+}
+
+async function refreshHealth() {
+  const { status, data } = await api("GET", "/api/health");
+  if (status !== 200) return;
+  const col = Object.fromEntries(data.fields.map((f, i) => [f, i]));
+  const rows = document.getElementById("health-rows");
+  rows.replaceChildren();
+  for (const cam of Object.values(data.cameras)) {
+    const tr = document.createElement("tr");
+    tr.dataset.camera = cam.id;
+    const cells = [cam.id, cam.state, null, null, String(cam.dropped), String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
+    cells.forEach((text, i) => {
+      const td = document.createElement("td");
+      if (i === 2) td.appendChild(sparkline(cam.history.map(p => p[col.fps])));
+      else if (i === 3) td.appendChild(sparkline(cam.history.map(p => p[col.lag_s])));
+      else td.textContent = text;
+      if (i === 7) td.className = "error";
+      tr.appendChild(td);
+    });
+    rows.appendChild(tr);
+  }
+  const m = data.model;
+  document.getElementById("model-line").textContent =
+    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}`;
+  document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
+    `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.dropped ?? 0} dropped)`).join("; ");
+}
+
+refreshHealth();
+setInterval(refreshHealth, 5000);
 refresh();
 setInterval(refresh, 2000);
 refreshEvents();
