@@ -38,6 +38,7 @@ __all__ = [
     "OverlayInfo",
     "draw_overlay",
     "encode_jpeg",
+    "render_image",
     "render_jpeg",
     "scale_down",
     "shade",
@@ -138,7 +139,20 @@ def render_jpeg(
     quality: int,
     max_width: int | None = None,
 ) -> bytes:
-    """``draw_overlay`` then ``encode_jpeg``; ``image`` may be a tensor on any device.
+    """``render_image`` as JPEG."""
+    return render_image(image, instances, info, quality=quality, max_width=max_width)
+
+
+def render_image(
+    image: Any,
+    instances: Instances,
+    info: OverlayInfo,
+    *,
+    quality: int,
+    max_width: int | None = None,
+    fmt: str = "jpeg",
+) -> bytes:
+    """``draw_overlay`` then JPEG (or ``fmt="png"``, lossless); ``image`` may be a tensor.
 
     A frame wider than ``max_width`` is first scaled down by the smallest
     integer factor that fits (pixels averaged by block; masks sampled at the
@@ -148,7 +162,12 @@ def render_jpeg(
     if max_width is not None and image.shape[1] > max_width:
         image, instances, info = scale_down(image, instances, info, -(-image.shape[1] // max_width))
     pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
-    return encode_jpeg(draw_overlay(pixels, instances, info), quality=quality)
+    drawn = draw_overlay(pixels, instances, info)
+    if fmt == "png":
+        buf = io.BytesIO()
+        Image.fromarray(drawn).save(buf, format="PNG", compress_level=1)
+        return buf.getvalue()
+    return encode_jpeg(drawn, quality=quality)
 
 
 def scale_down(

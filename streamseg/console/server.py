@@ -10,7 +10,7 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     PUT    /api/cameras/{id}                  change a camera (it restarts; the others go on)
     DELETE /api/cameras/{id}                  remove a camera (and its alerts section)
     GET    /api/cameras/{id}/live.mjpg        live frames with overlays (multipart JPEG)
-    GET    /api/cameras/{id}/frame.jpg        one live frame with overlays
+    GET    /api/cameras/{id}/frame.jpg        one live frame with overlays (.png: lossless)
     GET    /api/health                        cameras now and their last 15 minutes, sinks, model
     GET    /api/events                        recent alerts (camera rule kind label since until)
     GET    /api/events/{n}/snapshot.jpg       an alert's snapshot (its track, zone or line)
@@ -47,7 +47,7 @@ from streamseg.console.events import EventLog
 from streamseg.console.health import FIELDS as HEALTH_FIELDS
 from streamseg.console.health import HealthHistory
 from streamseg.console.live import LiveFrame, LiveView
-from streamseg.console.overlay import OverlayInfo, render_jpeg
+from streamseg.console.overlay import OverlayInfo, render_image
 from streamseg.redact import redact_url
 
 __all__ = ["Console", "ConsoleBackend"]
@@ -132,7 +132,7 @@ class Console:
         r.add_put("/api/cameras/{cid}", self.replace_camera)
         r.add_delete("/api/cameras/{cid}", self.delete_camera)
         r.add_get("/api/cameras/{cid}/live.mjpg", self.mjpeg)
-        r.add_get("/api/cameras/{cid}/frame.jpg", self.frame_jpeg)
+        r.add_get("/api/cameras/{cid}/frame.{fmt:jpg|png}", self.frame_image)
         r.add_get("/api/health", self.get_health)
         r.add_get("/api/events", self.list_events)
         r.add_get("/api/events/{eid}/snapshot.jpg", self.event_snapshot)
@@ -251,8 +251,10 @@ class Console:
                 pass
         return response
 
-    async def frame_jpeg(self, request: web.Request) -> web.Response:
+    async def frame_image(self, request: web.Request) -> web.Response:
+        """The next live frame with overlays; ``X-Frame-Seq`` names it (PNG: exact colours)."""
         cid = self._camera(request)
+        fmt = request.match_info["fmt"]
         loop = asyncio.get_running_loop()
         with self.live.watch(cid):
             deadline = loop.time() + FRAME_WAIT_S
@@ -264,12 +266,14 @@ class Console:
                 if loop.time() > deadline:
                     raise _error(503, "camera", f"no frame from camera {cid!r} yet", None)
                 await asyncio.sleep(0.05)
-        jpeg = await self._render(cid, frame)
+        body = await self._render(cid, frame, fmt="png" if fmt == "png" else "jpeg")
         return web.Response(
-            body=jpeg, content_type="image/jpeg", headers={"X-Frame-Seq": str(frame.seq)}
+            body=body,
+            content_type="image/png" if fmt == "png" else "image/jpeg",
+            headers={"X-Frame-Seq": str(frame.seq)},
         )
 
-    async def _render(self, cid: str, frame: LiveFrame) -> bytes:
+    async def _render(self, cid: str, frame: LiveFrame, fmt: str = "jpeg") -> bytes:
         state = self.backend.cameras().get(cid, {}).get("state", "?")
         info = OverlayInfo(
             class_names=self.backend.class_names(),
@@ -282,7 +286,7 @@ class Console:
 
         def work() -> bytes:
             inst = frame.result.instances
-            return render_jpeg(frame.image, inst, info, quality=quality, max_width=width)
+            return render_image(frame.image, inst, info, quality=quality, max_width=width, fmt=fmt)
 
         return await asyncio.get_running_loop().run_in_executor(None, work)
 

@@ -1,6 +1,10 @@
 """The console in a real browser (Debian's headless Chromium) against a real ``serve``.
 
-The live grid shows every camera streaming, with frames that change; a
+The live grid shows every camera streaming, with frames that change, and
+the pixels of each track's colour lie on that track's mask as published to
+Redis for the same frame (the model has random weights, so the published
+masks stand in for the ground truth here; tests/console/test_overlay.py
+checks against the synthetic scene's exact masks); a
 zone drawn on the live frame in the page is refused without the token
 (nothing changes) and, with it, saved: its rule then raises alerts in
 Redis without a restart, which the events timeline lists within a second,
@@ -16,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -46,6 +51,50 @@ const g = c.getContext("2d");
 g.drawImage(img, 0, 0);
 return Array.from(g.getImageData(0, 0, c.width, c.height).data);
 """
+
+
+# One live frame as the page gets it, lossless, with the sequence number it belongs to.
+FRAME_JS = """
+const done = arguments[arguments.length - 1];
+fetch("/api/cameras/a/frame.png").then(async (r) => {
+  const seq = Number(r.headers.get("X-Frame-Seq"));
+  const bitmap = await createImageBitmap(await r.blob());
+  const c = document.createElement("canvas");
+  c.width = bitmap.width; c.height = bitmap.height;
+  const g = c.getContext("2d");
+  g.drawImage(bitmap, 0, 0);
+  done([seq, c.width, c.height, Array.from(g.getImageData(0, 0, c.width, c.height).data)]);
+}).catch((e) => done(String(e)));
+"""
+
+
+def check_overlay_on_masks(driver: Any, redis_server: RedisServer) -> None:
+    """Pixels of a track's colour in a frame the browser got lie on that track's published mask."""
+    from streamseg.console.overlay import track_color
+    from streamseg.ops import rle_to_mask
+    from tests.support.serve import detections
+
+    client = redis_server.client()
+    checked = 0
+    for _attempt in range(5):
+        seq, w, h, data = driver.execute_async_script(FRAME_JS)
+        pixels = np.asarray(data, np.uint8).reshape(h, w, 4)[..., :3]
+        message = wait(
+            lambda seq=seq: next((m for m in detections(client, "a") if m["seq"] == seq), None),
+            10,
+            f"the detections of frame {seq}",
+        )
+        for inst in message["instances"]:
+            tid = inst.get("track_id")
+            if tid is None or tid < 0 or inst.get("mask") is None:
+                continue
+            on_colour = np.all(pixels == np.asarray(track_color(tid), np.uint8), axis=-1)
+            mask = rle_to_mask(inst["mask"]).numpy()
+            assert (on_colour & ~mask).sum() == 0, f"track {tid}: its colour is off its mask"
+            checked += int(on_colour.sum() > 0)
+        if checked:
+            break
+    assert checked, "no tracked instance was drawn in five frames"
 
 
 def wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -87,6 +136,7 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         wait(lambda: driver.execute_script(PIXELS_JS, "a")[2] != first["a"][2], 10, "a new frame")
         assert TOKEN not in driver.page_source
         screenshot(driver, "live-grid")
+        check_overlay_on_masks(driver, redis_server)
 
         # Draw a zone over camera a's frame in the page, without the token: refused.
         original = path.read_text()
