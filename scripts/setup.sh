@@ -15,7 +15,8 @@ debs=(redis-server ffmpeg g++)  # g++ builds the native ops on first use
 if [ -n "$extras" ]; then
   debs+=(openssl mosquitto gstreamer1.0-rtsp gir1.2-gst-rtsp-server-1.0 python3-gi
          gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-         gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
+         gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
+         chromium chromium-driver)  # the console's browser tests
 fi
 missing=()
 for p in "${debs[@]}"; do

@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=int, help="oracle: scene width (default: the URL's)")
     parser.add_argument("--height", type=int, help="oracle: scene height (default: the URL's)")
     parser.add_argument("--objects", type=int, help="oracle: objects in the scene at a time")
+    parser.add_argument(
+        "--viewers",
+        action="store_true",
+        help="run the end-to-end clip again with a console viewer on every camera "
+        "(drawing and encoding at http.live_fps) and report the throughput lost",
+    )
     parser.add_argument("--log-level", default="WARNING")
     parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments or config"
 
@@ -107,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
         with bench.redis_for_bench(config.redis) as redis:
             e2e_config = config.model_copy(update={"redis": redis})
             e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+            watched = (
+                bench.run_end_to_end(
+                    e2e_config, segmenter, clip, cameras=args.cameras, viewers=True
+                )
+                if args.viewers
+                else None
+            )
             live = bench.run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
         segmenter.close()
     extra = {
@@ -121,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
         "torch_threads": _threads(),
     }
     result = bench.summary(model, e2e, extra)
+    if watched is not None:
+        result["e2e_fps_with_viewers"] = round(watched.fps, 3)
+        result["viewer_cost"] = round(1 - watched.fps / e2e.fps, 3) if e2e.fps > 0 else None
+        result["viewer_frames"] = watched.rendered
     result["live"] = live
     print(json.dumps(result, indent=2))
     return EXIT_OK

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         config = load_pipeline(args.pipeline)
     except ConfigError as exc:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
-    secrets = [config.redis.password.get_secret_value()] if config.redis.password else []
+    secrets = [
+        s.get_secret_value() for s in (config.redis.password, config.http.token) if s is not None
+    ]
     setup_logging(args.log_level, secrets=secrets)
     cameras = list(config.cameras)
     if args.shard:
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     issues = environment_issues(config, cameras)
     if issues:
         raise UsageError(f"cannot start:\n{ConfigError(args.pipeline, issues).format()}")
-    return _serve(config, cameras, quiet=args.no_status)
+    return _serve(config, cameras, quiet=args.no_status, path=args.pipeline)
 
 
 def _download_weights(model: ModelConfig) -> bool:
@@ -106,14 +108,14 @@ def _download_weights(model: ModelConfig) -> bool:
     return True
 
 
-def _serve(config, cameras, *, quiet: bool) -> int:  # type: ignore[no-untyped-def]
+def _serve(config, cameras, *, quiet: bool, path: str) -> int:  # type: ignore[no-untyped-def]
     import io
 
     from streamseg.cli.startup import STARTUP_ERRORS, error_field
     from streamseg.runtime.service import Service
 
     stream = io.StringIO() if quiet else None
-    service = Service(config, cameras=cameras, status_stream=stream)
+    service = Service(config, cameras=cameras, status_stream=stream, pipeline_path=path)
     try:
         return service.run()
     except STARTUP_ERRORS as exc:

@@ -27,12 +27,18 @@ from streamseg.config.model import ModelSource
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
 
-__all__ = ["load_pipeline", "load_yaml_model", "resolve_path", "validate_tree"]
+__all__ = [
+    "load_pipeline",
+    "load_yaml_model",
+    "resolve_path",
+    "validate_pipeline",
+    "validate_tree",
+]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
 # Fields whose input is never echoed in an error message.
-_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token"})
+_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token", "token"})
 
 
 def load_yaml_model(
@@ -105,7 +111,17 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
     file's folder. Raises ``ConfigError`` listing every problem found.
     """
     path = Path(path)
-    tree = read_yaml(path, what="a pipeline.yaml")
+    return validate_pipeline(read_yaml(path, what="a pipeline.yaml"), path, environ=environ)
+
+
+def validate_pipeline(
+    tree: Any, path: str | Path, *, environ: Mapping[str, str] | None = None
+) -> PipelineConfig:
+    """Validate the ruamel tree of the pipeline file ``path`` as ``load_pipeline`` does.
+
+    The console validates its edits with this before saving them.
+    """
+    path = Path(path)
     config = validate_tree(
         tree,
         PipelineConfig,

@@ -166,6 +166,8 @@ def _child_pos(node: Any, part: str | int, *, key: bool) -> int | None:
             line = node.lc.key(part)[0]  # a block starts on the key's line
         return int(line)
     if isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
+        if part not in node.lc.data:  # added by the console, not read from the file
+            return None
         return int(node.lc.item(part)[0])
     return None
 

@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -79,6 +80,7 @@ class BenchResult:
     seconds: float
     latencies: list[float]
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+    rendered: int = 0  # live frames drawn and encoded by console viewers
 
     @property
     def fps(self) -> float:
@@ -209,18 +211,29 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _pipeline(
-    config: PipelineConfig, segmenter: SegmenterLike, sources: dict[str, SourceLike]
+    config: PipelineConfig,
+    segmenter: SegmenterLike,
+    sources: dict[str, SourceLike],
+    tap: Any = None,
 ) -> Pipeline:
     """The pipeline ``serve`` would run, on ``sources``, with every latency kept."""
-    pipeline = build_pipeline(config, segmenter=segmenter, sources=sources)
+    pipeline = build_pipeline(config, segmenter=segmenter, sources=sources, tap=tap)
     pipeline.stats.keep_all_latencies = True
     return pipeline
 
 
 def run_end_to_end(
-    config: PipelineConfig, segmenter: SegmenterLike, clip: Path, cameras: int = 1
+    config: PipelineConfig,
+    segmenter: SegmenterLike,
+    clip: Path,
+    cameras: int = 1,
+    viewers: bool = False,
 ) -> BenchResult:
-    """Run the whole pipeline on ``clip`` (``cameras`` file sources) until it ends."""
+    """Run the whole pipeline on ``clip`` (``cameras`` file sources) until it ends.
+
+    ``viewers``: one console viewer watches every camera, drawing and
+    encoding its live frames at ``http.live_fps`` as the console does.
+    """
     # The clip is decoded as the pipeline's first camera would decode it.
     decode = config.cameras[0].decode if config.cameras else "pyav"
     cams = [
@@ -229,17 +242,26 @@ def run_end_to_end(
     ]
     device = decode_device(config, cams)
     sources = {cam.id: open_camera(cam, device=device) for cam in cams}
-    return run_sources(config, segmenter, sources)
+    return run_sources(config, segmenter, sources, viewers=viewers)
 
 
 def run_sources(
-    config: PipelineConfig, segmenter: SegmenterLike, sources: dict[str, SourceLike]
+    config: PipelineConfig,
+    segmenter: SegmenterLike,
+    sources: dict[str, SourceLike],
+    *,
+    viewers: bool = False,
 ) -> BenchResult:
-    """Run the whole pipeline on non-live ``sources`` until they end; CPU time per stage."""
-    pipeline = _pipeline(config, segmenter, sources)
+    """Run the whole pipeline on non-live ``sources`` until they end; CPU time per stage.
+
+    ``viewers``: a console viewer draws and encodes every camera meanwhile.
+    """
+    watching = ConsoleViewers(config, segmenter.class_names, list(sources)) if viewers else None
+    pipeline = _pipeline(config, segmenter, sources, watching.live if watching else None)
     cpu0, t0 = _process_cpu(), time.monotonic()
-    pipeline.start()
-    pipeline.wait()
+    with watching or contextlib.nullcontext():
+        pipeline.start()
+        pipeline.wait()
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
     cpu = {**pipeline.cpu_seconds(), "process": _process_cpu() - cpu0}
@@ -247,12 +269,66 @@ def run_sources(
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
         raise RuntimeError(f"pipeline failed: {pipeline.failure}")
-    return BenchResult(published, end - t0, stats.all_latencies(), cpu)
+    rendered = watching.rendered if watching is not None else 0
+    return BenchResult(published, end - t0, stats.all_latencies(), cpu, rendered)
 
 
 def _process_cpu() -> float:
     """CPU seconds of this process so far, every thread (user + system)."""
     return time.process_time()
+
+
+class ConsoleViewers:
+    """One console viewer per camera (a thread drawing and encoding at ``http.live_fps``)."""
+
+    def __init__(
+        self, config: PipelineConfig, class_names: Sequence[str], cameras: list[str]
+    ) -> None:
+        from streamseg.console.live import LiveView
+
+        self.config, self.class_names, self.cameras = config, tuple(class_names), cameras
+        self.live = LiveView(trail_length=config.http.trail_length)
+        self.rendered = 0
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._watch, args=(c,), name=f"viewer:{c}", daemon=True)
+            for c in cameras
+        ]
+        self._started = threading.Barrier(len(cameras) + 1)
+
+    def __enter__(self) -> ConsoleViewers:
+        for t in self._threads:
+            t.start()
+        self._started.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+    def _watch(self, cid: str) -> None:
+        from streamseg.console.overlay import OverlayInfo, render_jpeg
+
+        h = self.config.http
+        with self.live.watch(cid):
+            self._started.wait()
+            last = None
+            while not self._stop.wait(1.0 / h.live_fps):
+                frame = self.live.latest(cid)
+                if frame is None or frame is last:
+                    continue
+                last = frame
+                info = OverlayInfo(
+                    class_names=self.class_names,
+                    alerts=self.config.alerts.cameras.get(cid),
+                    trails=frame.trails,
+                    counts=frame.counts,
+                    status=f"{cid} {frame.fps:.1f} fps",
+                )
+                inst = frame.result.instances
+                render_jpeg(frame.image, inst, info, quality=h.jpeg_quality, max_width=h.live_width)
+                self.rendered += 1
 
 
 def run_live(

@@ -16,7 +16,7 @@ from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.redact import redact_url
-from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
 from streamseg.types import Event
 
 if TYPE_CHECKING:
@@ -186,6 +186,7 @@ def build_pipeline(
     tracer: FrameTracer | None = None,
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
+    tap: FrameTap | None = None,
 ) -> Pipeline:
     """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
 
@@ -214,4 +215,5 @@ def build_pipeline(
         tracer=tracer,
         between_batches=between_batches,
         on_events=on_events,
+        tap=tap,
     )

@@ -29,7 +29,7 @@ from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -67,6 +67,8 @@ class Pipeline:
             between two batches (hot swap of weights).
         on_events: called with each frame's alert events after tracking
             (clips around alerts).
+        tap: the console's live view: frames of watched cameras keep their
+            pixels through tracking and are offered to it.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Pipeline:
         tracer: FrameTracer | None = None,
         between_batches: Callable[[SegmenterLike], object] | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
+        tap: FrameTap | None = None,
     ) -> None:
         from opentelemetry.trace import NoOpTracer
 
@@ -97,15 +100,18 @@ class Pipeline:
             raise ValueError("a pipeline needs at least one sink, each with its own name")
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.on_events = between_batches, on_events
+        self.tap = tap
+        self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
         self.drain_timeout = drain_timeout
         self.metrics = metrics
         self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
         self.stats = PipelineStats(self.sources, metrics)
         self.stop_event = threading.Event()
         self.queues = CameraQueues(on_drop=self._on_queue_drop)
+        self.camera_queue = camera_queue
+        self._camera_stop: dict[str, threading.Event] = {}
         for cid, src in self.sources.items():
-            cap = camera_queue if src.live else max(camera_queue, batch_size)
-            self.queues.add_camera(cid, live=bool(src.live), capacity=cap)
+            self._add_queue(cid, src)
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
         self.delivery = Delivery(
@@ -113,6 +119,9 @@ class Pipeline:
         )
         self._source_state: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
+        self._sources_lock = threading.Lock()
+        self._ingest: dict[str, threading.Thread] = {}
+        self._started = False
         self._done = threading.Event()
         self._stop_time: float | None = None
         self.failure: BaseException | None = None
@@ -131,17 +140,64 @@ class Pipeline:
         for sink in self.sinks:
             sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
         for cid, src in self.sources.items():
-            self._spawn(f"ingest:{cid}", self._run_source, cid, src)
+            self._ingest[cid] = self._spawn(f"ingest:{cid}", self._run_source, cid, src)
+        self._started = True
         self._spawn("segment", self._run_segment)
         self._spawn("track", self._run_track)
         self._spawn("publish", self._run_publish)
 
     def stop(self) -> None:
         """Stop reading cameras; what was read still drains to the sinks."""
-        if not self.stop_event.is_set():
-            log.info("runtime: stopping: draining in-flight frames and flushing the sinks")
-            self._stop_time = time.monotonic()
-            self.stop_event.set()
+        with self._sources_lock:
+            if not self.stop_event.is_set():
+                log.info("runtime: stopping: draining in-flight frames and flushing the sinks")
+                self._stop_time = time.monotonic()
+                self.stop_event.set()
+            for stop in self._camera_stop.values():
+                stop.set()
+
+    def add_source(self, camera_id: str, source: SourceLike) -> None:
+        """Start reading one more camera while running; the others are not disturbed.
+
+        Raises ``ValueError`` when the id is taken or the pipeline is stopping.
+        """
+        with self._sources_lock:
+            if self.stop_event.is_set():
+                raise ValueError("the pipeline is stopping")
+            if camera_id in self.sources:
+                raise ValueError(f"camera {camera_id!r} is already running")
+            old = self._ingest.get(camera_id)
+            if old is not None and old.is_alive():
+                raise ValueError(f"camera {camera_id!r} is still stopping; try again")
+            self.stats.add_camera(camera_id)
+            self._add_queue(camera_id, source)
+            self._source_state.pop(camera_id, None)
+            self.sources[camera_id] = source
+            if self._started:
+                name = f"ingest:{camera_id}"
+                self._ingest[camera_id] = self._spawn(name, self._run_source, camera_id, source)
+        log.info("runtime: camera %s added", camera_id)
+
+    def remove_source(self, camera_id: str, *, wait: float = 10.0) -> None:
+        """Stop reading one camera; its frames already read still go through.
+
+        Waits up to ``wait`` seconds for its source to return. Raises
+        ``KeyError`` for an unknown camera. The other cameras are not disturbed.
+        """
+        with self._sources_lock:
+            self.sources.pop(camera_id)
+            self._camera_stop[camera_id].set()
+            thread = self._ingest.get(camera_id)
+        deadline = time.monotonic() + wait
+        if thread is not None:
+            thread.join(wait)
+        self.queues.wait_drained(camera_id, max(0.0, deadline - time.monotonic()))
+        log.info("runtime: camera %s removed", camera_id)
+
+    def _add_queue(self, camera_id: str, source: SourceLike) -> None:
+        cap = self.camera_queue if source.live else max(self.camera_queue, self.batch_size)
+        self.queues.add_camera(camera_id, live=bool(source.live), capacity=cap)
+        self._camera_stop[camera_id] = threading.Event()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the pipeline to finish; ``True`` when it did."""
@@ -172,10 +228,11 @@ class Pipeline:
                 except Exception:
                     log.exception("runtime: closing a stage failed")
 
-    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+    def _spawn(self, name: str, target: Any, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         self._threads.append(thread)
         thread.start()
+        return thread
 
     # -- state -------------------------------------------------------------
     def queue_depths(self) -> dict[str, int]:
@@ -191,7 +248,7 @@ class Pipeline:
     def camera_states(self) -> dict[str, tuple[str, int, dict[str, Any]]]:
         """``{camera: (state, reconnects, details)}`` from the sources' health."""
         out = {}
-        for cid, src in self.sources.items():
+        for cid, src in list(self.sources.items()):
             health = getattr(src, "health", None)
             state = self._source_state.get(cid) or _health_state(health)
             reconnects = int(getattr(health, "reconnects", 0) or 0)
@@ -217,11 +274,12 @@ class Pipeline:
                 self.stats.dropped(cid, "stopping")
                 self.tracer.end(frame, dropped="stopping")
 
+        stop = self._camera_stop[cid]  # set by stop() and by remove_source(cid)
         try:
-            while not self.stop_event.is_set():
+            while not stop.is_set():
                 t0 = time.thread_time()
                 try:
-                    src.run(emit, self.stop_event)
+                    src.run(emit, stop)
                 except Exception as exc:
                     self._stage_error("ingest", exc, camera=cid)
                     if not src.live:
@@ -229,7 +287,7 @@ class Pipeline:
                         break
                 finally:
                     self.stats.add_cpu("decode", time.thread_time() - t0)
-                if not src.live or self.stop_event.wait(SOURCE_RESTART_DELAY):
+                if not src.live or stop.wait(SOURCE_RESTART_DELAY):
                     break
                 log.warning("ingest[%s]: source returned while running; restarting it", cid)
             self._source_state.setdefault(cid, "finished" if not src.live else "stopped")
@@ -307,6 +365,8 @@ class Pipeline:
         out = []
         for f, inst in zip(frames, instances, strict=True):
             self.stats.processed(f.camera_id)
+            if self.tap is not None and self.tap.wants(f.camera_id):
+                self._tapped[(f.camera_id, f.seq)] = f.image
             out.append(FrameResult(f.without_image(), inst))
         self.stats.add_cpu("host_copy", time.thread_time() - cpu1)
         return out
@@ -332,6 +392,7 @@ class Pipeline:
             for r in results:
                 if self.tracker is None:
                     out.append((r, []))
+                    self._offer(r, [])
                     continue
                 try:
                     tracked, events = self.tracker.process(r)
@@ -339,6 +400,7 @@ class Pipeline:
                     self._stage_error("track", exc, camera=r.frame.camera_id)
                     tracked, events = r, []
                 out.append((tracked, list(events)))
+                self._offer(tracked, events)
                 if events and self.on_events is not None:
                     try:
                         self.on_events(list(events))
@@ -352,6 +414,18 @@ class Pipeline:
         self.stats.add_cpu("rules", rules)
         self.stats.add_cpu("track", time.thread_time() - cpu0 - rules)
         return out
+
+    def _offer(self, result: FrameResult, events: Sequence[Event]) -> None:
+        """Hand a watched camera's tracked frame, with its pixels, to the live view."""
+        image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
+        if image is None or self.tap is None:
+            return
+        counts_of = getattr(self.tracker, "counts", None)
+        try:
+            counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
+            self.tap.offer(image, result, counts, events)
+        except Exception as exc:
+            self._stage_error("track", exc, camera=result.frame.camera_id)
 
     # -- publish -----------------------------------------------------------------
     def _run_publish(self) -> None:

@@ -7,12 +7,14 @@ here, so it can be built and tested on its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
+
+from torch import Tensor
 
 from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["SegmenterLike", "SourceLike", "TrackingStageLike"]
+__all__ = ["FrameTap", "SegmenterLike", "SourceLike", "TrackingStageLike"]
 
 
 class SourceLike(Protocol):
@@ -47,3 +49,23 @@ class TrackingStageLike(Protocol):
     def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]: ...
 
     def close(self) -> None: ...
+
+
+class FrameTap(Protocol):
+    """``streamseg.console.live.LiveView``: tracked frames, with pixels, of watched cameras.
+
+    ``wants`` is asked for every frame after segmentation (pixels are kept
+    only when it says yes); ``offer`` gets them after tracking, in the track
+    thread, with the camera's rule counts (zone occupancy, line in/out) and
+    the frame's alert events (snapshots).
+    """
+
+    def wants(self, camera_id: str) -> bool: ...
+
+    def offer(
+        self,
+        image: Tensor,
+        result: FrameResult,
+        counts: Mapping[str, Any],
+        events: Sequence[Event],
+    ) -> None: ...

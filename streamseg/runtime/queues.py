@@ -53,10 +53,12 @@ class CameraQueues:
 
     def add_camera(self, camera_id: str, *, live: bool, capacity: int) -> None:
         with self._cond:
-            if camera_id in self._queues:
+            old = self._queues.get(camera_id)
+            if old is not None and not (old.closed and not old.frames):
                 raise ValueError(f"camera {camera_id!r} already has a queue")
             self._queues[camera_id] = _CameraQueue(live=live, capacity=max(1, capacity))
-            self._order.append(camera_id)
+            if old is None:
+                self._order.append(camera_id)
 
     def put(self, frame: Frame, stop: threading.Event | None = None) -> bool:
         """Queue ``frame``; returns ``False`` if it was not queued (closed, or ``stop`` set
@@ -84,6 +86,15 @@ class CameraQueues:
         with self._cond:
             self._queues[camera_id].closed = True
             self._cond.notify_all()
+
+    def wait_drained(self, camera_id: str, timeout: float) -> bool:
+        """Wait until a closed camera's queue is empty (its frames taken); ``True`` if it is."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            q = self._queues[camera_id]
+            while q.frames and time.monotonic() < deadline:
+                self._cond.wait(0.05)
+            return not q.frames
 
     def close_all(self) -> None:
         with self._cond:

@@ -48,6 +48,8 @@ class Service:
         cameras: the cameras this process serves (a shard); default all.
         status_stream: where the status line goes (default stderr).
         handle_signals: install SIGINT/SIGTERM handlers (main thread only).
+        pipeline_path: the file ``config`` came from; the console saves its
+            changes there (``None``: the console cannot change anything).
     """
 
     def __init__(
@@ -57,15 +59,22 @@ class Service:
         cameras: Sequence[CameraConfig] | None = None,
         status_stream: TextIO | None = None,
         handle_signals: bool = True,
+        pipeline_path: str | None = None,
     ) -> None:
         self.config = config
+        self.pipeline_path = pipeline_path
         self.cameras = list(config.cameras if cameras is None else cameras)
         self.status_stream = status_stream
         self.handle_signals = handle_signals
         self.pipeline: Pipeline | None = None
         self.http: HealthServer | None = None
+        self.live: Any = None  # streamseg.console.live.LiveView while the console is on
+        self.events: Any = None  # streamseg.console.events.EventLog (alert snapshots)
+        self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
+        self._clips: Any = None
+        self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
         self._signals = 0
 
@@ -95,6 +104,10 @@ class Service:
                     log.exception("runtime: closing %s failed", type(hook).__name__)
             if self.http is not None:
                 self.http.close()
+            if self.events is not None:
+                self.events.close()
+            if self._snapshot_tmp is not None:
+                self._snapshot_tmp.cleanup()
             telemetry.shutdown()
 
     def stop(self) -> None:
@@ -109,11 +122,83 @@ class Service:
         if h.enabled:
             metrics = telemetry.metrics_text if telemetry.prometheus_registry is not None else None
             self.http = HealthServer(
-                host=h.host, port=h.port, readiness=self.readiness, metrics=metrics
+                host=h.host,
+                port=h.port,
+                readiness=self.readiness,
+                metrics=metrics,
+                setup=self._console() if h.console else None,
             ).start()
         port = self.config.telemetry.prometheus_port
         if port is not None:
             telemetry.start_prometheus_server(port, host=h.host)
+
+    # -- cameras while running (the console's API) -----------------------------
+    def add_camera(self, cam: CameraConfig) -> None:
+        """Start serving one more camera without disturbing the others.
+
+        Before the pipeline exists it is simply added to the cameras to
+        open. Raises ``ValueError`` (the id is taken, the service stops).
+        """
+        with self._cameras_lock:
+            if any(c.id == cam.id for c in self.cameras):
+                raise ValueError(f"camera {cam.id!r} is already served")
+            p = self.pipeline
+            if p is not None:
+                on_packet = self._clips.on_packet if self._clips is not None else None
+                device = decode_device(self.config, [cam])
+                p.add_source(cam.id, open_camera(cam, device=device, on_packet=on_packet))
+            self.cameras.append(cam)
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop serving one camera; its frames already read still reach the sinks."""
+        with self._cameras_lock:
+            if not any(c.id == camera_id for c in self.cameras):
+                raise KeyError(camera_id)
+            if self.pipeline is not None:
+                self.pipeline.remove_source(camera_id)
+            self.cameras = [c for c in self.cameras if c.id != camera_id]
+
+    def _console(self) -> Any:
+        """The console's ``setup(app)`` (``streamseg.console``)."""
+        from streamseg.console.editor import PipelineEditor
+        from streamseg.console.live import LiveView
+        from streamseg.console.server import Console
+        from streamseg.runtime.console import ServiceConsole
+
+        h = self.config.http
+        backend = ServiceConsole(self)
+        self.events = self._event_log() if h.snapshots else None
+        self.live = LiveView(
+            trail_length=h.trail_length,
+            events=self.events,
+            rules_of=lambda cid: backend.alerts().cameras.get(cid),
+        )
+        editor = PipelineEditor(self.pipeline_path) if self.pipeline_path else None
+        console = Console(
+            backend=backend, live=self.live, http=h, editor=editor, events=self.events
+        )
+        return console.install
+
+    def _event_log(self) -> Any:
+        import tempfile
+        from pathlib import Path
+
+        from streamseg.console.events import EventLog
+
+        h = self.config.http
+        if h.snapshot_dir is not None:
+            folder = Path(h.snapshot_dir)
+        else:
+            self._snapshot_tmp = tempfile.TemporaryDirectory(prefix="streamseg-snapshots-")
+            folder = Path(self._snapshot_tmp.name)
+        log.info("console: alert snapshots in %s", folder)
+        return EventLog(
+            folder=folder,
+            max_bytes=int(h.snapshot_max_mb * 2**20),
+            retention=h.snapshot_retention_hours * 3600,
+            max_width=h.live_width,
+            quality=h.jpeg_quality,
+        )
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         import torch
@@ -122,6 +207,8 @@ class Service:
         torch.set_num_threads(rt.inference_threads())
         segmenter = build_segmenter(model)
         self.model_loaded = True
+        if self.events is not None:
+            self.events.class_names = tuple(segmenter.class_names)
         if self._stop.is_set():
             segmenter.close()
             return None
@@ -129,14 +216,27 @@ class Service:
         swap = build_swap_controller(
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
-        clips = build_clip_hook(self.config)
+        clips = self._clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
         device = decode_device(self.config, self.cameras)
         on_packet = clips.on_packet if clips is not None else None
-        sources = {
-            cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
-        }
-        self.pipeline = build_pipeline(
+        with self._cameras_lock:
+            sources = {
+                cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
+            }
+            self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
+        return self.pipeline
+
+    def _new_pipeline(
+        self,
+        telemetry: Telemetry,
+        segmenter: Any,
+        sources: dict[str, Any],
+        metrics: PipelineMetrics,
+        swap: Any,
+        clips: Any,
+    ) -> Pipeline:
+        return build_pipeline(
             self.config,
             segmenter=segmenter,
             sources=sources,
@@ -144,8 +244,8 @@ class Service:
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
             between_batches=swap.apply_pending if swap is not None else None,
             on_events=clips.on_events if clips is not None else None,
+            tap=self.live,
         )
-        return self.pipeline
 
     # -- running -----------------------------------------------------------
     def _run_pipeline(self, pipeline: Pipeline) -> int:

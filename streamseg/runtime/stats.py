@@ -74,6 +74,12 @@ class PipelineStats:
         self.last_publish: float | None = None
         self._cpu = dict.fromkeys(STAGE_CPU, 0.0)
 
+    def add_camera(self, camera: str) -> None:
+        """Count a camera added while running (its old counts stay if it was there before)."""
+        with self._lock:
+            self.cameras.setdefault(camera, CameraCounts())
+            self._reasons.setdefault(camera, collections.Counter())
+
     def _attrs(self, camera: str) -> dict[str, str]:
         return {"camera": camera}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -77,6 +78,8 @@ class TrackingStage:
             for cid, cam in alerts.cameras.items()
         }
         self.cameras: dict[str, _Camera] = {}
+        self._pending: dict[str, CameraRules | None] | None = None
+        self._pending_lock = threading.Lock()
         self._metrics = watch(self, meter_provider)
         self._closed = False
         self.rules_seconds = 0.0
@@ -84,6 +87,8 @@ class TrackingStage:
     def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]:
         """Track one frame's instances and run that camera's rules."""
         frame, inst = result.frame, result.instances
+        if self._pending is not None:
+            self._apply_pending()
         cam = self._camera(frame.camera_id, inst.image_size)
         info = FrameInfo(frame.camera_id, frame.capture_time, frame.seq, frame.pts, inst.image_size)
         boxes = inst.boxes.detach().to("cpu", torch.float64).numpy()
@@ -106,6 +111,57 @@ class TrackingStage:
                 attrs = {"camera": e.camera_id, "rule": e.rule, "kind": e.kind}
                 self._metrics.events.add(1, attrs)
         return tracked, events
+
+    def set_alerts(self, alerts: AlertsConfig) -> None:
+        """Change the rules while running (any thread): taken before the next frame.
+
+        Cameras whose section did not change keep their rules and state; a
+        changed camera's rules start afresh (tracks are kept). Raises
+        ``ValueError`` (``RuleError``, naming the field) for a rule this
+        model cannot run, and then changes nothing.
+        """
+        changed: dict[str, CameraRules | None] = {}
+        for cid in set(self.alerts.cameras) | set(alerts.cameras):
+            new = alerts.cameras.get(cid)
+            if new == self.alerts.cameras.get(cid) and cid in self._rules:
+                continue
+            changed[cid] = (
+                None
+                if new is None
+                else CameraRules(camera_id=cid, config=new, class_names=self.class_names)
+            )
+        with self._pending_lock:
+            pending = dict(self._pending or {})
+            pending.update(changed)
+            self._pending = pending
+            self.alerts = alerts
+
+    def _apply_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending or {}, None
+        for cid, rules in pending.items():
+            if rules is None:
+                self._rules.pop(cid, None)
+            else:
+                self._rules[cid] = rules
+            cam = self.cameras.get(cid)
+            if cam is not None:
+                cam.rules = rules
+            n = len(rules.config.rules) if rules is not None else 0
+            log.info("track[%s]: alert rules changed (%d rules)", cid, n)
+
+    def counts(self, camera_id: str) -> dict[str, object]:
+        """What the overlays show: ``{zone: tracks inside}``, ``{line: (in, out)}``."""
+        cam = self.cameras.get(camera_id)
+        if cam is None or cam.rules is None:
+            return {}
+        out: dict[str, object] = {zone: occ for _rule, zone, occ in cam.rules.occupancy()}
+        for rule in cam.rules.rules:
+            counts = getattr(rule, "counts", None)
+            line = getattr(rule, "line", None)
+            if isinstance(counts, dict) and isinstance(line, str):
+                out[line] = (counts.get("line_in", 0), counts.get("line_out", 0))
+        return out
 
     def tracks(self, camera_id: str) -> list[Track]:
         """Snapshots of a camera's live tracks (tentative, confirmed and lost)."""

@@ -19,13 +19,15 @@ def test_bench_pipeline_json(cli, tmp_path: Path, redis_server: RedisServer) -> 
         {"id": "b", "url": "synthetic://?seed=2&width=160&height=120&fps=5&objects=2"},
     ]
     path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(service_pipeline(cams, {"url": redis_server.url})))
-    args = ("bench", "pipeline", str(path), "--frames", "6", "--warmup", "1", "--seconds", "2")
+    http = {"live_fps": 30}  # the clip lasts a fraction of a second: the viewers must see it
+    path.write_text(json.dumps(service_pipeline(cams, {"url": redis_server.url}, http=http)))
+    args = ("bench", "pipeline", str(path), "--frames", "24", "--warmup", "1", "--seconds", "2")
+    args += ("--viewers",)
     proc = cli(*args, timeout=180)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["frames"] == 6 and out["image_size"] == [120, 160]
-    assert out["e2e_frames_published"] == 6
+    assert out["frames"] == 24 and out["image_size"] == [120, 160]
+    assert out["e2e_frames_published"] == 24
     assert out["model_fps"] > 0 and out["e2e_fps"] > 0 and out["ratio"] > 0
     assert out["latency_p50_ms"] <= out["latency_p90_ms"] <= out["latency_p99_ms"]
     live = out["live"]
@@ -37,3 +39,8 @@ def test_bench_pipeline_json(cli, tmp_path: Path, redis_server: RedisServer) -> 
         assert cam["dropped"] == sum(cam["dropped_by_reason"].values())
         assert cam["state"] == "streaming"
     assert out["peak_rss_mb"] > 0
+    # --viewers: the clip again, with a console viewer drawing and encoding every camera.
+    assert out["e2e_fps_with_viewers"] > 0 and out["viewer_frames"] > 0
+    assert out["viewer_cost"] == pytest.approx(
+        1 - out["e2e_fps_with_viewers"] / out["e2e_fps"], abs=2e-3
+    )

@@ -1,0 +1,211 @@
+"""The console's events timeline: recent alerts, each with a snapshot and its "why".
+
+``EventLog.record(image, result, events, alerts)`` is called in the track
+thread for a frame that raised alerts. It keeps each event (its
+``Event.to_dict()`` plus an ``id`` and the rule's parameters) in memory and
+queues its snapshot: the frame with the event's track (mask, box, trail)
+and the rule's zone or line drawn, written as a JPEG by a background
+thread (``snapshot`` thread; a full queue drops snapshots, never blocks).
+Snapshots live under one folder, deleted oldest first beyond ``max_bytes``
+or ``retention`` seconds.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from streamseg.config.alerts import CameraAlerts
+from streamseg.console.overlay import OverlayInfo, render_jpeg
+from streamseg.types import Event, FrameResult
+
+__all__ = ["EventLog"]
+
+log = logging.getLogger("streamseg.console")
+
+SNAPSHOT_QUEUE = 32
+
+
+@dataclasses.dataclass
+class _Pending:
+    path: Path
+    image: Any
+    result: FrameResult
+    info: OverlayInfo
+
+
+class EventLog:
+    """Recent events with snapshots on disk.
+
+    Args:
+        folder: where snapshots are written (created).
+        class_names: the model's class names, for labels.
+        max_events: events kept in memory (the oldest go first).
+        max_bytes: snapshots kept on disk, in bytes.
+        retention: seconds a snapshot is kept.
+        max_width / quality: snapshot size and JPEG quality.
+    """
+
+    def __init__(
+        self,
+        *,
+        folder: Path,
+        class_names: Sequence[str] = (),
+        max_events: int = 1000,
+        max_bytes: int = 200 * 2**20,
+        retention: float = 24 * 3600.0,
+        max_width: int = 640,
+        quality: int = 80,
+    ) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.class_names = tuple(class_names)
+        self.max_bytes, self.retention = max_bytes, retention
+        self.max_width, self.quality = max_width, quality
+        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_events)
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._files: collections.deque[tuple[float, Path, int]] = collections.deque()
+        self._bytes = 0
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(SNAPSHOT_QUEUE)
+        self.snapshots_dropped = 0
+        self._thread = threading.Thread(target=self._write_loop, name="snapshot", daemon=True)
+        self._thread.start()
+
+    def record(
+        self,
+        image: Any,
+        result: FrameResult,
+        events: Sequence[Event],
+        alerts: CameraAlerts | None,
+        trails: Mapping[int, list[tuple[float, float]]],
+    ) -> None:
+        """Keep ``events`` (all of one frame) and queue one snapshot each."""
+        for event in events:
+            eid = next(self._ids)
+            name = f"{eid:08d}-{_safe(event.camera_id)}-{_safe(event.rule)}.jpg"
+            body = event.to_dict()
+            body.pop("mask_rle", None)  # the snapshot shows it
+            body.update(
+                id=eid,
+                snapshot=f"/api/events/{eid}/snapshot.jpg",
+                rule_config=_rule_config(alerts, event.rule),
+                path=[list(p) for p in trails.get(event.track_id or -1, [])],
+            )
+            with self._lock:
+                self._events.append(body)
+            info = OverlayInfo(
+                class_names=self.class_names,
+                alerts=_only(alerts, event),
+                trails={event.track_id: trails.get(event.track_id, [])}
+                if event.track_id is not None
+                else {},
+                status=f"{event.camera_id} {event.rule}: {event.kind}",
+            )
+            inst = result.instances
+            if event.track_id is not None and inst.track_ids is not None:
+                inst = inst[inst.track_ids == event.track_id]
+            pending = _Pending(self.folder / name, image, FrameResult(result.frame, inst), info)
+            try:
+                self._queue.put_nowait(pending)
+            except queue.Full:
+                self.snapshots_dropped += 1
+
+    def list(
+        self,
+        *,
+        camera: str | None = None,
+        rule: str | None = None,
+        kind: str | None = None,
+        label: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Events newest first, filtered by camera, rule, kind, class name and time (seconds)."""
+        with self._lock:
+            events = list(self._events)
+        out = []
+        for e in reversed(events):
+            if camera is not None and e.get("camera_id") != camera:
+                continue
+            if rule is not None and e.get("rule") != rule:
+                continue
+            if kind is not None and e.get("kind") != kind:
+                continue
+            if label is not None and e.get("label_name") != label:
+                continue
+            if since is not None and e.get("time", 0) < since:
+                continue
+            if until is not None and e.get("time", 0) > until:
+                continue
+            out.append(e)
+            if len(out) >= limit:
+                break
+        return out
+
+    def snapshot(self, event_id: int) -> Path | None:
+        """The snapshot file of an event, once written and while kept."""
+        path = next(self.folder.glob(f"{event_id:08d}-*.jpg"), None)
+        return path if path is not None and path.is_file() else None
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                jpeg = render_jpeg(
+                    item.image,
+                    item.result.instances,
+                    item.info,
+                    quality=self.quality,
+                    max_width=self.max_width,
+                )
+                item.path.write_bytes(jpeg)
+                self._files.append((time.time(), item.path, len(jpeg)))
+                self._bytes += len(jpeg)
+                self._expire()
+            except Exception:
+                log.exception("console: writing snapshot %s failed", item.path.name)
+
+    def _expire(self) -> None:
+        old = time.time() - self.retention
+        while self._files and (self._bytes > self.max_bytes or self._files[0][0] < old):
+            _t, path, size = self._files.popleft()
+            self._bytes -= size
+            path.unlink(missing_ok=True)
+
+
+def _only(alerts: CameraAlerts | None, event: Event) -> CameraAlerts | None:
+    """The camera's geometry reduced to the event's zone or line."""
+    if alerts is None:
+        return None
+    zones = {k: v for k, v in alerts.zones.items() if k == event.zone}
+    lines = {k: v for k, v in alerts.lines.items() if k == event.line}
+    return CameraAlerts(coordinates=alerts.coordinates, zones=zones, lines=lines)
+
+
+def _rule_config(alerts: CameraAlerts | None, name: str) -> dict[str, Any] | None:
+    if alerts is None:
+        return None
+    for rule in alerts.rules:
+        if rule.name == name:
+            return dict(rule.model_dump(mode="json"))
+    return None
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:40]

@@ -1,0 +1,281 @@
+"""Drawing what the pipeline saw onto the frame it saw it in.
+
+``draw_overlay`` takes one frame's pixels and its tracked instances and
+returns a new RGB image with, per instance, the mask filled and outlined in
+its track's colour, the box, ``label #id score`` and a short trail of past
+positions; the camera's zones and lines with their counts; and a status
+line (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+
+Colour rule (tests rely on it): a track's exact colour (``track_color``) is
+used only for the mask's outline, which lies inside the mask; boxes,
+labels and trails use a darker shade of it, so that a pixel of the exact
+colour always sits on the object.
+
+Example:
+    >>> import numpy as np
+    >>> track_color(7) != track_color(8)
+    True
+    >>> img = np.zeros((4, 4, 3), dtype=np.uint8)
+    >>> encode_jpeg(img, quality=75)[:2]
+    b'\\xff\\xd8'
+"""
+
+from __future__ import annotations
+
+import colorsys
+import dataclasses
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image, ImageDraw, ImageFont
+
+from streamseg.config.alerts import CameraAlerts
+from streamseg.types import Instances, MaskCrops
+
+__all__ = [
+    "OverlayInfo",
+    "draw_overlay",
+    "encode_jpeg",
+    "render_image",
+    "render_jpeg",
+    "scale_down",
+    "shade",
+    "track_color",
+]
+
+RGB = tuple[int, int, int]
+
+UNTRACKED: RGB = (200, 200, 200)
+ZONE_COLOR: RGB = (255, 210, 0)
+LINE_COLOR: RGB = (0, 230, 255)
+FILL_ALPHA = 0.4
+
+
+@dataclasses.dataclass
+class OverlayInfo:
+    """What is drawn besides the instances.
+
+    Attributes:
+        class_names: the model's class names (index 0 is background).
+        alerts: the camera's zones and lines (``None``: none).
+        trails: ``{track id: [(x, y), ...]}`` past box centres, oldest first, pixels.
+        counts: ``{zone name: occupancy}`` and ``{line name: (in, out)}``.
+        status: the text of the status line (state, fps).
+        scale: frame pixels per drawn pixel (zones and lines in pixels are
+            divided by it; ``render_jpeg`` sets it when it scales down).
+    """
+
+    class_names: Sequence[str] = ()
+    alerts: CameraAlerts | None = None
+    trails: Mapping[int, Sequence[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    counts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    status: str = ""
+    scale: float = 1.0
+
+
+def track_color(track_id: int) -> RGB:
+    """A bright colour for a track id; neighbouring ids get distant hues."""
+    if track_id < 0:
+        return UNTRACKED
+    hue = (track_id * 0.618033988749895) % 1.0
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.9, 1.0)
+    return (round(r * 255), round(g * 255), round(b * 255))
+
+
+def shade(color: RGB) -> RGB:
+    """The darker shade of ``color`` used for boxes, labels and trails."""
+    return (color[0] * 3 // 5, color[1] * 3 // 5, color[2] * 3 // 5)
+
+
+def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> np.ndarray:
+    """A copy of ``image`` (``uint8 (H, W, 3)`` RGB) with the overlays drawn.
+
+    ``instances`` are at the frame's resolution (boxes ``xyxy`` pixels,
+    masks ``bool (N, H, W)``); ``track_ids`` may be ``None`` (untracked).
+    """
+    out = image.copy()
+    ids = _track_ids(instances)
+    colors = [track_color(t) for t in ids]
+    masks = instances.masks
+    if isinstance(masks, MaskCrops) and len(instances):
+        # Box-local crops: each is painted at its box, never at frame size.
+        corners = masks.boxes.tolist()
+        for (x0, y0, _, _), crop, color in zip(corners, masks.crops, colors, strict=True):
+            _paint_mask(out, crop.detach().to("cpu").numpy(), color, top=y0, left=x0)
+    elif isinstance(masks, torch.Tensor) and len(instances):
+        for mask, color in zip(masks.detach().to("cpu").numpy(), colors, strict=True):
+            _paint_mask(out, mask, color)
+    pil = Image.fromarray(out)
+    draw = ImageDraw.Draw(pil)
+    font = ImageFont.load_default()
+    _draw_geometry(draw, font, info, image.shape[:2])
+    boxes = instances.boxes.detach().to("cpu").numpy()
+    labels = instances.labels.detach().to("cpu").numpy()
+    scores = instances.scores.detach().to("cpu").numpy()
+    for i, tid in enumerate(ids):
+        dark = shade(colors[i])
+        trail = info.trails.get(tid) if tid >= 0 else None
+        if trail and len(trail) > 1:
+            draw.line([tuple(p) for p in trail], fill=dark, width=2)
+        x1, y1, x2, y2 = (float(v) for v in boxes[i])
+        draw.rectangle((x1, y1, x2, y2), outline=dark, width=1)
+        name = _class_name(info.class_names, int(labels[i]))
+        text = f"{name} #{tid} {scores[i]:.2f}" if tid >= 0 else f"{name} {scores[i]:.2f}"
+        _label(draw, font, (x1, y1), text, dark, above=True)
+    if info.status:
+        _label(draw, font, (2, 2), info.status, (0, 0, 0))
+    return np.asarray(pil)
+
+
+def encode_jpeg(image: np.ndarray, *, quality: int) -> bytes:
+    """``uint8 (H, W, 3)`` RGB -> JPEG bytes."""
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def render_jpeg(
+    image: Any,
+    instances: Instances,
+    info: OverlayInfo,
+    *,
+    quality: int,
+    max_width: int | None = None,
+) -> bytes:
+    """``render_image`` as JPEG."""
+    return render_image(image, instances, info, quality=quality, max_width=max_width)
+
+
+def render_image(
+    image: Any,
+    instances: Instances,
+    info: OverlayInfo,
+    *,
+    quality: int,
+    max_width: int | None = None,
+    fmt: str = "jpeg",
+) -> bytes:
+    """``draw_overlay`` then JPEG (or ``fmt="png"``, lossless); ``image`` may be a tensor.
+
+    A frame wider than ``max_width`` is first scaled down by the smallest
+    integer factor that fits (pixels averaged by block; masks sampled at the
+    blocks' corners), overlays included: drawing costs follow the picture
+    sent, not the camera's resolution.
+    """
+    if max_width is not None and image.shape[1] > max_width:
+        image, instances, info = scale_down(image, instances, info, -(-image.shape[1] // max_width))
+    pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
+    drawn = draw_overlay(pixels, instances, info)
+    if fmt == "png":
+        buf = io.BytesIO()
+        Image.fromarray(drawn).save(buf, format="PNG", compress_level=1)
+        return buf.getvalue()
+    return encode_jpeg(drawn, quality=quality)
+
+
+def scale_down(
+    image: Any, instances: Instances, info: OverlayInfo, k: int
+) -> tuple[np.ndarray, Instances, OverlayInfo]:
+    """The frame, instances and overlay info at ``1/k`` of the size."""
+    pixels = image.detach().to("cpu").numpy() if hasattr(image, "detach") else np.asarray(image)
+    small = np.asarray(Image.fromarray(pixels).reduce(k))
+    h, w = small.shape[:2]
+    masks = instances.frame_masks()
+    if masks is not None:
+        masks = masks[:, ::k, ::k][:, :h, :w]
+    reduced = Instances(
+        image_size=(h, w),
+        boxes=instances.boxes / k,
+        scores=instances.scores,
+        labels=instances.labels,
+        masks=masks,
+        track_ids=instances.track_ids,
+    )
+    trails = {t: [(x / k, y / k) for x, y in pts] for t, pts in info.trails.items()}
+    return small, reduced, dataclasses.replace(info, trails=trails, scale=info.scale * k)
+
+
+def _track_ids(instances: Instances) -> list[int]:
+    if instances.track_ids is None:
+        return [-1] * len(instances)
+    return [int(t) for t in instances.track_ids.detach().to("cpu").tolist()]
+
+
+def _paint_mask(
+    out: np.ndarray, mask: np.ndarray, color: RGB, *, top: int = 0, left: int = 0
+) -> None:
+    """Blend ``color`` into the mask's pixels and outline it (inside) in the exact colour.
+
+    ``mask`` covers ``out`` from row ``top``, column ``left`` (a crop's box corner).
+    """
+    if not mask.any():
+        return
+    ys, xs = np.nonzero(mask)
+    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+    m = mask[y0:y1, x0:x1]  # work on the set pixels' box, not the frame
+    region = out[top + y0 : top + y1, left + x0 : left + x1]
+    c = np.asarray(color, dtype=np.float32)
+    blended = region[m].astype(np.float32) * (1 - FILL_ALPHA) + c * FILL_ALPHA
+    region[m] = blended.astype(np.uint8)
+    padded = np.pad(m, 1)
+    inner = (
+        padded[:-2, 1:-1] & padded[2:, 1:-1] & padded[1:-1, :-2] & padded[1:-1, 2:]
+    )  # 4-neighbour erosion
+    region[m & ~inner] = color
+
+
+def _draw_geometry(
+    draw: ImageDraw.ImageDraw, font: Any, info: OverlayInfo, size: tuple[int, int]
+) -> None:
+    alerts = info.alerts
+    if alerts is None:
+        return
+    h, w = size
+    s = info.scale
+    for name, zone in alerts.zones.items():
+        pts = _pixels(zone.polygon, zone.coordinates or alerts.coordinates, w, h, s)
+        draw.polygon(pts, outline=ZONE_COLOR, width=2)
+        count = info.counts.get(name)
+        text = name if count is None else f"{name}: {count}"
+        _label(draw, font, pts[0], text, (120, 100, 0))
+    for name, line in alerts.lines.items():
+        pts = _pixels(list(line.points), line.coordinates or alerts.coordinates, w, h, s)
+        draw.line(pts, fill=LINE_COLOR, width=2)
+        count = info.counts.get(name)
+        text = name if count is None else f"{name}: in {count[0]} out {count[1]}"
+        _label(draw, font, pts[0], text, (0, 100, 120))
+
+
+def _pixels(
+    points: Sequence[tuple[float, float]], coordinates: str, w: int, h: int, scale: float
+) -> list[tuple[float, float]]:
+    """Points in drawn pixels (``w`` x ``h`` drawn; frame pixels divided by ``scale``)."""
+    if coordinates == "normalized":
+        return [(x * w, y * h) for x, y in points]
+    return [(x / scale, y / scale) for x, y in points]
+
+
+def _label(
+    draw: ImageDraw.ImageDraw,
+    font: Any,
+    at: tuple[float, float],
+    text: str,
+    bg: RGB,
+    *,
+    above: bool = False,
+) -> None:
+    """``text`` on a ``bg`` box with its top left at ``at``, or just above when there is room."""
+    x, y = at
+    left, top, right, bottom = draw.textbbox((x, y), text, font=font)
+    if above and y - (bottom - top) - 2 >= 0:
+        y -= bottom - top + 2
+        left, top, right, bottom = draw.textbbox((x, y), text, font=font)
+    draw.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=bg)
+    draw.text((x, y), text, fill=(255, 255, 255), font=font)
+
+
+def _class_name(names: Sequence[str], label: int) -> str:
+    return names[label] if 0 <= label < len(names) else str(label)

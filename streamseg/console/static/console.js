@@ -1,0 +1,235 @@
+// The streamseg console: a live grid of cameras and a small zone/line editor.
+// Our own code, no framework: it talks to /api (see streamseg/console/server.py).
+"use strict";
+
+const params = new URLSearchParams(location.search);
+if (params.get("token")) sessionStorage.setItem("streamseg-token", params.get("token"));
+const tokenInput = document.getElementById("token");
+tokenInput.value = sessionStorage.getItem("streamseg-token") || "";
+tokenInput.addEventListener("change", () => sessionStorage.setItem("streamseg-token", tokenInput.value));
+
+function token() { return tokenInput.value.trim(); }
+function withToken(url) { return token() ? `${url}?token=${encodeURIComponent(token())}` : url; }
+
+async function api(method, path, body) {
+  const headers = { "Content-Type": "application/json" };
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  return { status: response.status, data };
+}
+
+const tiles = new Map();
+
+function tile(id) {
+  if (tiles.has(id)) return tiles.get(id);
+  const el = document.createElement("article");
+  el.className = "tile";
+  el.dataset.camera = id;
+  el.innerHTML = `<div class="view"><img alt="live view of ${id}"></div>
+    <div class="caption"><span class="id"></span><span class="state"></span><span class="fps"></span>
+    <button class="draw-btn" type="button">draw</button><span class="url"></span></div>`;
+  el.querySelector(".id").textContent = id;
+  el.querySelector("img").src = withToken(`/api/cameras/${encodeURIComponent(id)}/live.mjpg`);
+  el.querySelector(".draw-btn").addEventListener("click", () => editor.open(id));
+  document.getElementById("grid").appendChild(el);
+  tiles.set(id, el);
+  return el;
+}
+
+async function refresh() {
+  const { status, data } = await api("GET", "/api/cameras");
+  const summary = document.getElementById("summary");
+  if (status !== 200) { summary.textContent = data.error || `error ${status}`; return; }
+  const cams = Object.values(data.cameras);
+  summary.textContent = `${cams.length} camera(s); ${cams.filter(c => c.state === "streaming").length} streaming`;
+  for (const cam of cams) {
+    const el = tile(cam.id);
+    const state = el.querySelector(".state");
+    state.textContent = cam.state;
+    state.className = `state state-${cam.state}`;
+    el.querySelector(".fps").textContent = cam.fps == null ? "" : `${cam.fps.toFixed(1)} fps`;
+    el.querySelector(".url").textContent = cam.url;
+    el.dataset.state = cam.state;
+  }
+  for (const [id, el] of tiles) {
+    if (!data.cameras[id]) { el.remove(); tiles.delete(id); }
+  }
+}
+
+const editor = {
+  camera: null, points: [], canvas: null,
+  open(id) {
+    this.close();
+    this.camera = id;
+    this.points = [];
+    const view = tiles.get(id).querySelector(".view");
+    const canvas = document.createElement("canvas");
+    canvas.className = "draw";
+    view.appendChild(canvas);
+    canvas.addEventListener("click", (e) => this.add(e));
+    this.canvas = canvas;
+    document.getElementById("editor-camera").textContent = id;
+    document.getElementById("editor").hidden = false;
+    this.draw();
+  },
+  close() {
+    if (this.canvas) this.canvas.remove();
+    this.canvas = null;
+    document.getElementById("editor").hidden = true;
+  },
+  add(e) {
+    const img = tiles.get(this.camera).querySelector("img");
+    const rect = this.canvas.getBoundingClientRect();
+    const sx = img.naturalWidth / rect.width, sy = img.naturalHeight / rect.height;
+    this.points.push([Math.round((e.clientX - rect.left) * sx), Math.round((e.clientY - rect.top) * sy)]);
+    this.draw();
+  },
+  draw() {
+    const c = this.canvas, img = tiles.get(this.camera).querySelector("img");
+    c.width = img.naturalWidth || 320; c.height = img.naturalHeight || 240;
+    const g = c.getContext("2d");
+    g.clearRect(0, 0, c.width, c.height);
+    g.strokeStyle = "#f0f"; g.fillStyle = "#f0f"; g.lineWidth = 2;
+    g.beginPath();
+    this.points.forEach(([x, y], i) => (i ? g.lineTo(x, y) : g.moveTo(x, y)));
+    if (document.getElementById("editor-shape").value === "zones" && this.points.length > 2) g.closePath();
+    g.stroke();
+    for (const [x, y] of this.points) g.fillRect(x - 2, y - 2, 4, 4);
+    document.getElementById("editor-points").textContent = `${this.points.length} points`;
+  },
+  async save() {
+    const kind = document.getElementById("editor-shape").value;
+    const name = document.getElementById("editor-name").value.trim();
+    const base = `/api/cameras/${encodeURIComponent(this.camera)}`;
+    const shape = kind === "zones" ? { name, polygon: this.points } : { name, points: this.points };
+    const out = document.getElementById("editor-result");
+    let r = await api("POST", `${base}/${kind}`, shape);
+    if (r.status === 409 && r.data.issues && r.data.issues[0].message === "already exists") {
+      r = await api("PUT", `${base}/${kind}/${encodeURIComponent(name)}`, shape);
+    }
+    if (r.status >= 300) { out.textContent = describe(r); return; }
+    if (document.getElementById("editor-rule").value === "auto") {
+      const rule = kind === "zones" ? { name: `${name}-rule`, type: "zone", zone: name }
+                                    : { name: `${name}-rule`, type: "line", line: name };
+      r = await api("POST", `${base}/rules`, rule);
+      if (r.status === 409) r = await api("PUT", `${base}/rules/${encodeURIComponent(rule.name)}`, rule);
+      if (r.status >= 300) { out.textContent = describe(r); return; }
+    }
+    out.textContent = "saved";
+    this.points = [];
+    this.draw();
+  },
+};
+
+function describe({ status, data }) {
+  const lines = [`${status}: ${data.error || "refused"}`];
+  for (const i of data.issues || []) lines.push(`${i.field || ""}: ${i.message}${i.hint ? ` (${i.hint})` : ""}`);
+  return lines.join("\n");
+}
+
+document.getElementById("editor-save").addEventListener("click", () => editor.save());
+document.getElementById("editor-clear").addEventListener("click", () => { editor.points = []; editor.draw(); });
+document.getElementById("editor-close").addEventListener("click", () => editor.close());
+document.getElementById("editor-shape").addEventListener("change", () => editor.draw());
+
+// -- events timeline -------------------------------------------------------
+const shown = new Map();
+
+async function refreshEvents() {
+  const form = new FormData(document.getElementById("event-filter"));
+  const q = new URLSearchParams();
+  for (const key of ["camera", "rule", "kind", "label"]) if (form.get(key)) q.set(key, form.get(key));
+  if (form.get("window")) q.set("since", String(Date.now() / 1000 - Number(form.get("window"))));
+  const { status, data } = await api("GET", `/api/events?${q}`);
+  if (status !== 200) return;
+  const list = document.getElementById("event-list");
+  const ids = new Set(data.events.map(e => e.id));
+  for (const [id, li] of shown) if (!ids.has(id)) { li.remove(); shown.delete(id); }
+  let before = list.firstChild;
+  for (const e of data.events) {
+    if (shown.has(e.id)) { before = shown.get(e.id).nextSibling; continue; }
+    const li = document.createElement("li");
+    li.dataset.event = e.id;
+    li.dataset.rule = e.rule;
+    const when = new Date(e.time * 1000).toLocaleTimeString();
+    const where = e.zone ? ` zone ${e.zone}` : e.line ? ` line ${e.line}` : "";
+    li.textContent = `${when} ${e.camera_id} ${e.rule}: ${e.kind} ${e.label_name || ""}` +
+      `${e.track_id != null ? ` #${e.track_id}` : ""}${where}`;
+    li.addEventListener("click", () => openEvent(e, li));
+    list.insertBefore(li, before);
+    shown.set(e.id, li);
+  }
+}
+
+function openEvent(e, li) {
+  for (const other of shown.values()) other.classList.remove("selected");
+  li.classList.add("selected");
+  document.getElementById("event-detail").hidden = false;
+  document.getElementById("event-snapshot").src = withToken(e.snapshot);
+  const why = {
+    rule: e.rule_config, event: e.kind, zone: e.zone, line: e.line, count: e.count,
+    track: e.track_id, class: e.label_name, score: e.score, extra: e.extra, path: e.path,
+  };
+  document.getElementById("event-why").textContent = JSON.stringify(why, null, 1);
+}
+
+document.getElementById("event-filter").addEventListener("input", () => {
+  for (const li of shown.values()) li.remove();
+  shown.clear();
+  refreshEvents();
+});
+
+// -- health ----------------------------------------------------------------
+function sparkline(values, width = 140, height = 28) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", width); svg.setAttribute("height", height);
+  const points = values.map((v, i) => [i, v]).filter(([, v]) => v != null);
+  if (points.length > 1) {
+    const max = Math.max(...points.map(([, v]) => v), 1e-9);
+    const n = values.length - 1;
+    const path = document.createElementNS(svg.namespaceURI, "polyline");
+    path.setAttribute("class", "spark");
+    path.setAttribute("points", points.map(([i, v]) =>
+      `${(i / n * (width - 2) + 1).toFixed(1)},${(height - 2 - v / max * (height - 4)).toFixed(1)}`).join(" "));
+    svg.appendChild(path);
+    const label = document.createElementNS(svg.namespaceURI, "title");
+    label.textContent = `now ${points[points.length - 1][1]}, max ${max}`;
+    svg.appendChild(label);
+  }
+  return svg;
+}
+
+async function refreshHealth() {
+  const { status, data } = await api("GET", "/api/health");
+  if (status !== 200) return;
+  const col = Object.fromEntries(data.fields.map((f, i) => [f, i]));
+  const rows = document.getElementById("health-rows");
+  rows.replaceChildren();
+  for (const cam of Object.values(data.cameras)) {
+    const tr = document.createElement("tr");
+    tr.dataset.camera = cam.id;
+    const cells = [cam.id, cam.state, null, null, String(cam.dropped), String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
+    cells.forEach((text, i) => {
+      const td = document.createElement("td");
+      if (i === 2) td.appendChild(sparkline(cam.history.map(p => p[col.fps])));
+      else if (i === 3) td.appendChild(sparkline(cam.history.map(p => p[col.lag_s])));
+      else td.textContent = text;
+      if (i === 7) td.className = "error";
+      tr.appendChild(td);
+    });
+    rows.appendChild(tr);
+  }
+  const m = data.model;
+  document.getElementById("model-line").textContent =
+    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}`;
+  document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
+    `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.dropped ?? 0} dropped)`).join("; ");
+}
+
+refreshHealth();
+setInterval(refreshHealth, 5000);
+refresh();
+setInterval(refresh, 2000);
+refreshEvents();
+setInterval(refreshEvents, 500);

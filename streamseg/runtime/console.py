@@ -1,0 +1,127 @@
+"""The running service as the console sees it (``streamseg.console.ConsoleBackend``).
+
+The console asks for the cameras' state and rates, the model's class
+names and the alert rules that run, and hands over new rules. This adapter
+answers from the ``Service`` and its ``Pipeline`` (which appears only once
+the model is loaded; until then the configured values stand).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from streamseg.config.alerts import AlertsConfig
+from streamseg.config.cameras import CameraConfig
+from streamseg.redact import redact_url
+
+if TYPE_CHECKING:
+    from streamseg.runtime.service import Service
+
+__all__ = ["ServiceConsole"]
+
+# Rates are measured over at least this many seconds.
+RATE_WINDOW_S = 1.0
+
+
+class ServiceConsole:
+    """``ConsoleBackend`` over a ``Service``."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._alerts = service.config.alerts
+        self._lock = threading.Lock()
+        self._rates: dict[str, tuple[float, int, float | None]] = {}  # time, processed, fps
+
+    def cameras(self) -> dict[str, dict[str, Any]]:
+        ready, details = self.service.readiness()
+        del ready
+        p = self.service.pipeline
+        counts = p.stats.snapshot() if p is not None else {}
+        out: dict[str, dict[str, Any]] = {}
+        for cam in self.service.cameras:
+            info = dict(details["cameras"].get(cam.id, {"state": "connecting"}))
+            c = counts.get(cam.id)
+            info.update(
+                id=cam.id,
+                url=redact_url(cam.url),
+                fps=self._fps(cam.id, c.processed if c is not None else 0),
+                processed=c.processed if c is not None else 0,
+                dropped=c.dropped if c is not None else 0,
+                published=c.published if c is not None else 0,
+            )
+            out[cam.id] = info
+        return out
+
+    def status(self) -> dict[str, Any]:
+        _ready, details = self.service.readiness()
+        m = self.service.config.model
+        model = {
+            **details["model"],
+            "backend": m.backend,
+            "precision": m.precision,
+            "device": m.device,
+            "weights": m.weights,
+            "hot_swap": m.hot_swap,
+        }
+        return {"sinks": details["sinks"], "model": model, "stopping": details["stopping"]}
+
+    def class_names(self) -> Sequence[str]:
+        p = self.service.pipeline
+        if p is not None:
+            return tuple(p.segmenter.class_names)
+        names = self.service.config.model.class_names
+        return tuple(names) if names else ("__background__",)
+
+    def alerts(self) -> AlertsConfig:
+        return self._alerts
+
+    def apply_alerts(self, alerts: AlertsConfig) -> None:
+        with self._lock:
+            p = self.service.pipeline
+            if p is not None:
+                set_alerts = getattr(p.tracker, "set_alerts", None)
+                if set_alerts is None:
+                    raise ValueError(
+                        "alert rules cannot run: tracking and alerts are both disabled "
+                        "(set alerts.enabled: true and restart)"
+                    )
+                set_alerts(alerts)
+            self._alerts = alerts
+            cfg = self.service.config
+            self.service.config = cfg.model_copy(update={"alerts": alerts})
+
+    def add_camera(self, camera: CameraConfig) -> None:
+        self.service.add_camera(camera)
+        self._sync_cameras()
+
+    def remove_camera(self, camera_id: str) -> None:
+        self.service.remove_camera(camera_id)
+        self._sync_cameras()
+
+    def _sync_cameras(self) -> None:
+        """Keep ``service.config.cameras`` what runs (a restart of the pipeline would use it)."""
+        cfg = self.service.config
+        self.service.config = cfg.model_copy(update={"cameras": list(self.service.cameras)})
+
+    def frame_size(self, camera_id: str) -> tuple[int, int] | None:
+        p = self.service.pipeline
+        cams = getattr(p.tracker, "cameras", None) if p is not None else None
+        cam = cams.get(camera_id) if isinstance(cams, dict) else None
+        size = getattr(cam, "image_size", None)
+        return tuple(size) if size is not None else None  # type: ignore[return-value]
+
+    def _fps(self, camera_id: str, processed: int) -> float | None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._rates.get(camera_id)
+            if last is None:
+                self._rates[camera_id] = (now, processed, None)
+                return None
+            t0, n0, fps = last
+            if now - t0 >= RATE_WINDOW_S:
+                fps = (processed - n0) / (now - t0)
+                self._rates[camera_id] = (now, processed, fps)
+            return None if fps is None else round(fps, 2)

@@ -1,0 +1,101 @@
+"""The events timeline: filters, snapshots on disk, the size cap and retention."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from streamseg.config.alerts import CameraAlerts
+from streamseg.console.events import EventLog
+from streamseg.synthetic.scene import SyntheticScene
+from streamseg.types import Event, Frame, FrameResult
+
+ALERTS = CameraAlerts(
+    zones={"dock": {"polygon": [[10, 10], [150, 10], [150, 110], [10, 110]]}},
+    rules=[{"name": "in-dock", "type": "zone", "zone": "dock"}],
+)
+
+
+def frame_result(index: int) -> tuple[object, FrameResult]:
+    scene = SyntheticScene(seed=2, height=120, width=160, num_objects=3)
+    f = scene.frame(index)
+    frame = Frame("gate", index, f.time, time.time(), f.image)
+    return f.image, FrameResult(frame.without_image(), f.gt)
+
+
+def event(rule: str, kind: str, track: int, t: float, label: str = "disc") -> Event:
+    return Event(
+        rule=rule, kind=kind, camera_id="gate", time=t, frame_seq=1, track_id=track,
+        label_name=label, zone="dock",
+    )  # fmt: skip
+
+
+def wait_for(predicate, timeout: float = 5.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def test_events_are_listed_filtered_and_snapshotted(tmp_path: Path) -> None:
+    log = EventLog(folder=tmp_path, class_names=SyntheticScene(seed=2).class_names)
+    image, result = frame_result(4)
+    track = int(result.instances.track_ids[0])
+    now = time.time()
+    log.record(image, result, [event("in-dock", "enter", track, now - 60)], ALERTS, {})
+    log.record(
+        image,
+        result,
+        [event("in-dock", "exit", track, now, "star")],
+        ALERTS,
+        {track: [(5.0, 5.0), (9.0, 9.0)]},
+    )
+    try:
+        assert [e["kind"] for e in log.list()] == ["exit", "enter"]  # newest first
+        assert [e["kind"] for e in log.list(kind="enter")] == ["enter"]
+        assert [e["kind"] for e in log.list(label="star")] == ["exit"]
+        assert [e["kind"] for e in log.list(since=now - 1)] == ["exit"]
+        assert (
+            log.list(rule="other") == [] and log.list(camera="gate", limit=1)[0]["kind"] == "exit"
+        )
+        newest = log.list()[0]
+        assert newest["rule_config"]["zone"] == "dock" and newest["path"] == [
+            [5.0, 5.0],
+            [9.0, 9.0],
+        ]
+        assert "mask_rle" not in newest
+        path = wait_for(lambda: log.snapshot(newest["id"]))
+        snap = np.asarray(Image.open(io.BytesIO(path.read_bytes())).convert("RGB"))
+        assert snap.shape == (120, 160, 3)
+
+        def yellow(pixels: np.ndarray) -> int:  # the zone's colour, give or take the JPEG
+            return int((np.abs(pixels.astype(int) - (255, 210, 0)).sum(-1) < 120).sum())
+
+        assert yellow(snap) >= yellow(np.asarray(image)) + 300  # the zone's outline is drawn
+    finally:
+        log.close()
+
+
+def test_snapshots_beyond_the_cap_or_too_old_are_deleted(tmp_path: Path) -> None:
+    image, result = frame_result(2)
+    log = EventLog(folder=tmp_path, max_bytes=3 * 2500, retention=3600)
+    try:
+        for i in range(8):
+            log.record(image, result, [event("in-dock", "enter", 1, time.time())], ALERTS, {})
+            wait_for(lambda i=i: log.snapshot(i + 1))
+        files = sorted(tmp_path.glob("*.jpg"))
+        assert 1 <= len(files) < 8
+        assert sum(f.stat().st_size for f in files) <= 3 * 2500
+        assert log.snapshot(8) is not None and log.snapshot(1) is None  # oldest went first
+        log.retention = 0.0  # everything is too old now: the next write expires the rest
+        log.record(image, result, [event("in-dock", "enter", 1, time.time())], ALERTS, {})
+        wait_for(lambda: not list(tmp_path.glob("*.jpg")))
+    finally:
+        log.close()

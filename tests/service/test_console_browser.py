@@ -1,0 +1,209 @@
+"""The console in a real browser (Debian's headless Chromium) against a real ``serve``.
+
+The live grid shows every camera streaming, with frames that change, and
+the pixels of each track's colour lie on that track's mask as published to
+Redis for the same frame (the model has random weights, so the published
+masks stand in for the ground truth here; tests/console/test_overlay.py
+checks against the synthetic scene's exact masks); a
+zone drawn on the live frame in the page is refused without the token
+(nothing changes) and, with it, saved: its rule then raises alerts in
+Redis without a restart, which the events timeline lists within a second,
+with a snapshot that shows the zone. Screenshots of each step are kept as
+artefacts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.support.browser import browser, screenshot
+from tests.support.console import TOKEN, console_pipeline
+from tests.support.serve import ServeProcess
+from tests.support.servers import RedisServer, free_port
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# The live image's pixels, drawn into a canvas (same origin: readable).
+PIXELS_JS = """
+const img = document.querySelector(`article[data-camera="${arguments[0]}"] img`);
+if (!img || !img.naturalWidth) return null;
+const c = document.createElement("canvas");
+c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext("2d");
+g.drawImage(img, 0, 0);
+return [c.width, c.height, Array.from(g.getImageData(0, 0, c.width, c.height).data)];
+"""
+
+
+SNAPSHOT_JS = """
+const img = arguments[0];
+const c = document.createElement("canvas");
+c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext("2d");
+g.drawImage(img, 0, 0);
+return Array.from(g.getImageData(0, 0, c.width, c.height).data);
+"""
+
+
+# One live frame as the page gets it, lossless, with the sequence number it belongs to.
+FRAME_JS = """
+const done = arguments[arguments.length - 1];
+fetch("/api/cameras/a/frame.png").then(async (r) => {
+  const seq = Number(r.headers.get("X-Frame-Seq"));
+  const bitmap = await createImageBitmap(await r.blob());
+  const c = document.createElement("canvas");
+  c.width = bitmap.width; c.height = bitmap.height;
+  const g = c.getContext("2d");
+  g.drawImage(bitmap, 0, 0);
+  done([seq, c.width, c.height, Array.from(g.getImageData(0, 0, c.width, c.height).data)]);
+}).catch((e) => done(String(e)));
+"""
+
+
+def check_overlay_on_masks(driver: Any, redis_server: RedisServer) -> None:
+    """Pixels of a track's colour in a frame the browser got lie on that track's published mask."""
+    from streamseg.console.overlay import track_color
+    from streamseg.ops import rle_to_mask
+    from tests.support.serve import detections
+
+    client = redis_server.client()
+    checked = 0
+    for _attempt in range(5):
+        seq, w, h, data = driver.execute_async_script(FRAME_JS)
+        pixels = np.asarray(data, np.uint8).reshape(h, w, 4)[..., :3]
+        message = wait(
+            lambda seq=seq: next((m for m in detections(client, "a") if m["seq"] == seq), None),
+            10,
+            f"the detections of frame {seq}",
+        )
+        for inst in message["instances"]:
+            tid = inst.get("track_id")
+            if tid is None or tid < 0 or inst.get("mask") is None:
+                continue
+            on_colour = np.all(pixels == np.asarray(track_color(tid), np.uint8), axis=-1)
+            mask = rle_to_mask(inst["mask"]).numpy()
+            assert (on_colour & ~mask).sum() == 0, f"track {tid}: its colour is off its mask"
+            checked += int(on_colour.sum() > 0)
+        if checked:
+            break
+    assert checked, "no tracked instance was drawn in five frames"
+
+
+def wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_live_grid_and_drawing_a_zone_in_the_page(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    with browser() as driver:
+        proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+        proc.wait_for(
+            lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "streaming"
+        )
+        driver.get(f"http://127.0.0.1:{port}/")
+
+        def streaming() -> bool:
+            tiles = driver.find_elements(By.CSS_SELECTOR, "article.tile")
+            states = {t.get_attribute("data-camera"): t.get_attribute("data-state") for t in tiles}
+            return states == {"a": "streaming", "b": "streaming"}
+
+        wait(streaming, 15, "both tiles streaming")
+        first = {c: wait(lambda c=c: driver.execute_script(PIXELS_JS, c), 15, f"{c} frame")
+                 for c in "ab"}  # fmt: skip
+        for cam, (w, h, _data) in first.items():
+            assert (w, h) == (160, 120), cam
+        # The live frames move on.
+        wait(lambda: driver.execute_script(PIXELS_JS, "a")[2] != first["a"][2], 10, "a new frame")
+        assert TOKEN not in driver.page_source
+        screenshot(driver, "live-grid")
+        check_overlay_on_masks(driver, redis_server)
+
+        # Draw a zone over camera a's frame in the page, without the token: refused.
+        original = path.read_text()
+        driver.find_element(By.CSS_SELECTOR, 'article[data-camera="a"] .draw-btn').click()
+        canvas = driver.find_element(By.CSS_SELECTOR, 'article[data-camera="a"] canvas.draw')
+        size = canvas.size
+        dx, dy = size["width"] * 0.46, size["height"] * 0.46
+        for sx, sy in ((-1, -1), (1, -1), (1, 1), (-1, 1)):
+            ActionChains(driver).move_to_element_with_offset(
+                canvas, int(sx * dx), int(sy * dy)
+            ).click().perform()
+        assert driver.find_element(By.ID, "editor-points").text == "4 points"
+        name = driver.find_element(By.ID, "editor-name")
+        name.clear()
+        name.send_keys("drawn")
+        driver.find_element(By.ID, "editor-save").click()
+        result = driver.find_element(By.ID, "editor-result")
+        wait(lambda: result.text.startswith("401"), 10, "the refusal")
+        assert path.read_text() == original
+        screenshot(driver, "zone-refused-without-token")
+
+        # With the token: saved, in pipeline.yaml, and counting without a restart.
+        token = driver.find_element(By.ID, "token")
+        token.send_keys(TOKEN)
+        driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", token)
+        driver.find_element(By.ID, "editor-save").click()
+        wait(lambda: result.text == "saved", 10, f"saved (page says {result.text!r})")
+        zone = yaml.safe_load(path.read_text())["alerts"]["cameras"]["a"]["zones"]["drawn"]
+        xs, ys = [p[0] for p in zone["polygon"]], [p[1] for p in zone["polygon"]]
+        assert min(xs) <= 10 and max(xs) >= 150 and min(ys) <= 10 and max(ys) >= 110, zone
+        client = redis_server.client()
+
+        def alerted() -> bool:
+            entries = client.xrange("streamseg:alerts")
+            return any(json.loads(f[b"data"])["rule"] == "drawn-rule" for _i, f in entries)
+
+        proc.wait_for(alerted, 30, "an alert of the drawn zone's rule")
+        seen_in_redis = time.monotonic()
+        screenshot(driver, "zone-saved")
+
+        # The timeline lists it within a second; its snapshot shows the zone.
+        item = 'li[data-rule="drawn-rule"]'
+        wait(lambda: driver.find_elements(By.CSS_SELECTOR, item), 5, "the event in the timeline")
+        assert time.monotonic() - seen_in_redis <= 1.0
+        driver.find_elements(By.CSS_SELECTOR, item)[-1].click()
+        snap = driver.find_element(By.ID, "event-snapshot")
+        wait(
+            lambda: driver.execute_script("return arguments[0].naturalWidth", snap), 10, "snapshot"
+        )
+        pixels = driver.execute_script(SNAPSHOT_JS, snap)
+        yellow = sum(
+            1
+            for i in range(0, len(pixels), 4)
+            if pixels[i] > 200 and pixels[i + 1] > 170 and pixels[i + 2] < 80
+        )
+        assert yellow >= 100, "the zone's outline is not on the snapshot"
+        why = json.loads(driver.find_element(By.ID, "event-why").text)
+        assert why["rule"]["zone"] == "drawn" and why["zone"] == "drawn"
+        screenshot(driver, "event-snapshot")
+
+        # Health: both cameras with their fps charts, the sinks and the model.
+        spark = '#health-rows tr[data-camera="{}"] polyline'
+        wait(lambda: all(driver.find_elements(By.CSS_SELECTOR, spark.format(c)) for c in "ab"),
+             10, "health charts")  # fmt: skip
+        assert "maskrcnn_small" in driver.find_element(By.ID, "model-line").text
+        assert "redis connected" in driver.find_element(By.ID, "sinks-line").text
+        driver.execute_script("document.getElementById('health').scrollIntoView()")
+        screenshot(driver, "health")
+        assert proc.camera("b")["state"] == "streaming"
+        assert proc.terminate() == 0, proc.tail()

@@ -1,0 +1,231 @@
+"""The console over real HTTP against a real ``serve`` (synthetic cameras, real redis-server).
+
+One service: the live frames with overlays, the token rules, and rule
+changes through the API taking effect without a restart and landing in
+pipeline.yaml with its comments kept; bad changes refused with the field
+named and nothing changed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.console import TOKEN, call, console_pipeline, fields
+from tests.support.serve import ServeProcess, detections, summary
+from tests.support.servers import RedisServer, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def test_console_live_view_token_and_live_rule_changes(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+    proc.wait_for(
+        lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "both stream"
+    )
+    # The probes answer as before, without a token.
+    assert proc.get("/healthz")[0] == 200
+    assert proc.readyz()["http_status"] == 200
+    assert proc.get("/metrics")[0] == 200
+
+    # The page and the camera list (reads on loopback need no token).
+    code, page = call(port, "GET", "/")
+    assert code == 200 and b"streamseg" in page and b"/static/console.js" in page
+    assert call(port, "GET", "/static/console.js")[0] == 200
+    code, cams = call(port, "GET", "/api/cameras")
+    assert code == 200 and set(cams["cameras"]) == {"a", "b"}
+    assert cams["cameras"]["a"]["state"] == "streaming"
+
+    # Health: every camera with its recent history, the sinks and the model.
+    def history() -> Any:  # samples every 0.5 s here; a point with frames processed
+        health = call(port, "GET", "/api/health")[1]
+        fps = health["fields"].index("fps")
+        return health if any(p[fps] > 0 for p in health["cameras"]["a"]["history"]) else None
+
+    health = proc.wait_for(history, 20, "health samples with frames")
+    assert health["sinks"]["redis"]["connected"] is True
+    assert health["model"]["arch"] == "maskrcnn_small" and health["model"]["loaded"] is True
+
+    # A live frame with overlays: a JPEG of the camera's size.
+    code, jpeg = call(port, "GET", "/api/cameras/a/frame.jpg")
+    assert code == 200 and jpeg[:2] == b"\xff\xd8"
+    assert Image.open(io.BytesIO(jpeg)).size == (160, 120)
+    assert call(port, "GET", "/api/cameras/zz/frame.jpg")[0] == 404
+
+    original = path.read_text()
+    zone = {"name": "all", "polygon": [[0, 0], [160, 0], [160, 120], [0, 120]]}
+    # Without the token, or with a wrong one, writes are refused and nothing changes.
+    assert call(port, "POST", "/api/cameras/a/zones", zone)[0] == 401
+    assert call(port, "POST", "/api/cameras/a/zones", zone, token="wrong")[0] == 403
+    assert call(port, "DELETE", "/api/cameras/b/zones/left")[0] == 401
+    assert path.read_text() == original
+    assert call(port, "GET", "/api/cameras/a/alerts")[1]["zones"] == {}
+
+    # Bad changes: refused with the field named, file and running rules untouched.
+    bad: list[tuple[str, str, Any, int, str]] = [
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [10, 10]]}, 422,
+         "alerts.cameras.a.zones.z.polygon"),
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [50, 50], [50, 0],
+         [0, 50]]}, 422, "alerts.cameras.a.zones.z.polygon"),  # crosses itself
+        ("POST", "/api/cameras/a/zones", {"name": "z", "polygon": [[0, 0], [500, 0], [500, 90]]},
+         422, "alerts.cameras.a.zones.z.polygon[1]"),  # off the 160x120 frame
+        ("POST", "/api/cameras/nope/zones", zone, 404, "camera"),
+        ("POST", "/api/cameras/b/zones", {"name": "left", "polygon": [[0, 0], [9, 0], [9, 9]]}, 409,
+         "alerts.cameras.b.zones.left"),
+        ("POST", "/api/cameras/a/rules", {"name": "r", "type": "zone", "zone": "missing"}, 422,
+         "alerts.cameras.a"),
+        ("POST", "/api/cameras/a/rules", {"name": "r", "type": "teleport"}, 422,
+         "alerts.cameras.a.rules[0]"),
+    ]  # fmt: skip
+    for method, url, body, status, field in bad:
+        code, reply = call(port, method, url, body, token=TOKEN)
+        assert code == status, (url, body, reply)
+        assert any(f and f.startswith(field) for f in fields(reply)), (field, reply)
+    code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"{nope", token=TOKEN)
+    assert code == 400 and fields(reply) == ["body"]
+    assert path.read_text() == original
+
+    # A zone over the whole frame of camera a and a zone rule: alerts reach Redis, no restart.
+    assert call(port, "POST", "/api/cameras/a/zones", zone, token=TOKEN)[0] == 201
+    rule = {"name": "in-all", "type": "zone", "zone": "all"}
+    code, section = call(port, "POST", "/api/cameras/a/rules", rule, token=TOKEN)
+    assert code == 201 and section["rules"][0]["name"] == "in-all"
+    client = redis_server.client()
+
+    def alerts() -> list[dict[str, Any]]:
+        entries = client.xrange("streamseg:alerts")
+        return [json.loads(f[b"data"]) for _id, f in entries]
+
+    proc.wait_for(
+        lambda: any(a["rule"] == "in-all" for a in alerts()), 60, "an alert of the new rule"
+    )
+    # The events timeline has it, with the rule's parameters and a snapshot.
+    code, listed = call(port, "GET", "/api/events?rule=in-all&camera=a")
+    assert code == 200 and listed["events"], listed
+    ev = listed["events"][0]
+    assert ev["rule_config"]["zone"] == "all" and ev["zone"] == "all"
+    assert call(port, "GET", "/api/events?rule=in-all&camera=b")[1]["events"] == []
+    assert call(port, "GET", "/api/events?since=soon")[0] == 400
+    snap: Any = None
+    for _ in range(50):
+        code, snap = call(port, "GET", ev["snapshot"])
+        if code == 200:
+            break
+        time.sleep(0.1)
+    assert code == 200 and snap[:2] == b"\xff\xd8"
+    saved = path.read_text()
+    assert saved.startswith("# the console test's pipeline: this comment must survive changes")
+    on_disk = yaml.safe_load(saved)["alerts"]["cameras"]
+    assert on_disk["a"]["zones"]["all"]["polygon"] == zone["polygon"]
+    assert on_disk["a"]["rules"] == [rule]
+    assert on_disk["b"]["zones"]["left"]  # the other camera's section is kept
+    assert "${CONSOLE_TOKEN}" in saved  # environment references stay references
+    assert TOKEN not in saved
+
+    # Deleting the zone while a rule uses it is refused, naming the rule.
+    code, reply = call(port, "DELETE", "/api/cameras/a/zones/all", token=TOKEN)
+    assert code == 422 and "in-all" in json.dumps(reply)
+    assert call(port, "DELETE", "/api/cameras/a/rules/in-all", token=TOKEN)[0] == 200
+    assert call(port, "DELETE", "/api/cameras/a/zones/all", token=TOKEN)[0] == 200
+    assert "a" not in yaml.safe_load(path.read_text())["alerts"]["cameras"]
+
+    # Both cameras kept streaming through every change; the token never reached a page or the log.
+    for cid in "ab":
+        assert proc.camera(cid)["state"] == "streaming"
+    assert TOKEN not in json.dumps(call(port, "GET", "/api/cameras")[1])
+    assert TOKEN not in proc.log
+    assert proc.terminate() == 0, proc.tail()
+
+
+def test_cameras_added_changed_and_removed_while_serving(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+    proc.wait_for(
+        lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "both stream"
+    )
+    client = redis_server.client()
+
+    def seqs(cam: str) -> list[int]:
+        return [m["seq"] for m in detections(client, cam)]
+
+    new = {"id": "c", "url": "synthetic://?seed=3&width=160&height=120&fps=5&objects=2"}
+    original = path.read_text()
+    # Refused: no token, a duplicate id, a bad URL, an unknown camera; nothing changes.
+    assert call(port, "POST", "/api/cameras", new)[0] == 401
+    code, reply = call(port, "POST", "/api/cameras", {**new, "id": "a"}, token=TOKEN)
+    assert code == 409 and fields(reply) == ["cameras.a"]
+    code, reply = call(port, "POST", "/api/cameras", {"id": "c", "url": "gopher://x"}, token=TOKEN)
+    assert code == 422 and any(f.startswith("cameras[2].url") for f in fields(reply)), reply
+    code, reply = call(port, "POST", "/api/cameras", {"id": "c", "fps": "x"}, token=TOKEN)
+    assert code == 422 and "cameras[2].url" in fields(reply), reply
+    assert call(port, "DELETE", "/api/cameras/zz", token=TOKEN)[0] == 404
+    assert path.read_text() == original
+    assert set(call(port, "GET", "/api/cameras")[1]["cameras"]) == {"a", "b"}
+
+    # Add c: it streams and publishes; a and b go on.
+    code, cam = call(port, "POST", "/api/cameras", new, token=TOKEN)
+    assert code == 201 and cam["id"] == "c"
+    proc.wait_for(lambda: proc.camera("c").get("state") == "streaming", 30, "c streams")
+    proc.wait_for(lambda: len(seqs("c")) >= 3, 30, "c publishes")
+    assert [c["id"] for c in yaml.safe_load(path.read_text())["cameras"]] == ["a", "b", "c"]
+
+    # Change c (max_fps): it restarts alone.
+    code, cam = call(port, "PUT", "/api/cameras/c", {**new, "max_fps": 2}, token=TOKEN)
+    assert code == 200 and cam["max_fps"] == 2, cam
+    proc.wait_for(lambda: proc.camera("c").get("state") == "streaming", 30, "c streams again")
+
+    # Remove b (and its alerts section): it stops; a and c lose nothing.
+    code, _ = call(port, "DELETE", "/api/cameras/b", token=TOKEN)
+    assert code == 200
+    saved = yaml.safe_load(path.read_text())
+    assert [c["id"] for c in saved["cameras"]] == ["a", "c"]
+    assert "b" not in saved["alerts"]["cameras"]
+    assert set(call(port, "GET", "/api/cameras")[1]["cameras"]) == {"a", "c"}
+    n_b, n_a = len(seqs("b")), len(seqs("a"))
+    proc.wait_for(lambda: len(seqs("a")) >= n_a + 10, 30, "a goes on")
+    assert len(seqs("b")) <= n_b + 4  # at most what was in flight
+    a = seqs("a")
+    assert a == list(range(a[0], a[0] + len(a))), "camera a lost frames"
+    assert proc.terminate() == 0, proc.tail()
+    assert summary(proc.log, "a")["dropped"] == 0
+
+
+@pytest.mark.parametrize("token", [TOKEN, None])
+def test_on_a_non_loopback_address_reads_need_the_token(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path, token: str | None
+) -> None:
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    text = path.read_text().replace("host: 127.0.0.1", "host: 0.0.0.0")
+    path.write_text(text if token else text.replace("${CONSOLE_TOKEN}", "''"))
+    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+    proc.wait_for(lambda: proc.camera("a").get("state") == "streaming", 120, "a streams")
+    # Probes and scrapes stay open.
+    assert proc.get("/healthz")[0] == 200 and proc.get("/metrics")[0] == 200
+    if token is None:  # no token on a public address: the console is off
+        for url in ("/", "/api/cameras", "/api/cameras/a/frame.jpg"):
+            code, reply = call(port, "GET", url)
+            assert code == 403 and "http.token" in reply["error"], url
+        return
+    for url in ("/", "/static/console.js", "/api/cameras", "/api/cameras/a/frame.jpg"):
+        assert call(port, "GET", url)[0] == 401, url
+        assert call(port, "GET", url, token="wrong")[0] == 403, url
+        assert call(port, "GET", url, token=TOKEN)[0] == 200, url
+    assert call(port, "GET", f"/api/cameras/a/frame.jpg?token={TOKEN}")[0] == 200
+    assert proc.terminate() == 0, proc.tail()
