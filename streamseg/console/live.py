@@ -138,8 +138,11 @@ class LiveView:
         result: FrameResult,
         counts: Mapping[str, Any],
         events: Sequence[Event] = (),
-    ) -> None:
-        """Store a tracked frame of a watched camera; snapshot its events (track thread)."""
+    ) -> Sequence[Event]:
+        """Store a tracked frame of a watched camera; snapshot its events (track thread).
+
+        Returns ``events`` with ``snapshot`` set for those that get one.
+        """
         cid = result.frame.camera_id
         now = time.monotonic()
         last = self._last.get(cid)
@@ -151,10 +154,10 @@ class LiveView:
         trails = self._update_trails(cid, result)
         if events and self.events is not None:
             alerts = self.rules_of(cid) if self.rules_of is not None else None
-            self.events.record(image, result, events, alerts, trails)
+            events = self.events.record(image, result, events, alerts, trails)
         with self._lock:
             if cid not in self._viewers:
-                return
+                return events
             self._slots[cid] = LiveFrame(
                 image=image,
                 result=result,
@@ -163,6 +166,7 @@ class LiveView:
                 fps=self._fps.get(cid, 0.0),
                 time=time.time(),
             )
+        return events
 
     def latest(self, camera_id: str) -> LiveFrame | None:
         return self._slots.get(camera_id)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -23,6 +24,8 @@ from tests.support.serve import ServeProcess, detections, summary
 from tests.support.servers import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
+
+ALERT_SCHEMA = Path(__file__).resolve().parents[2] / "streamseg/schemas/alert.schema.json"
 
 
 def test_console_live_view_token_and_live_rule_changes(
@@ -126,6 +129,15 @@ def test_console_live_view_token_and_live_rule_changes(
             break
         time.sleep(0.1)
     assert code == 200 and snap[:2] == b"\xff\xd8"
+    # The alert on Redis names its snapshot file (valid by the published schema),
+    # and that file is there a moment later.
+    published = [a for a in alerts() if a["rule"] == "in-all"]
+    jsonschema.validate(published[0], json.loads(ALERT_SCHEMA.read_text()))
+    files = [Path(a["snapshot"]) for a in published]
+    assert all(f.is_absolute() and f.suffix == ".jpg" for f in files), files
+    assert ev["snapshot_path"] in {str(f) for f in files}
+    proc.wait_for(lambda: files[0].is_file(), 5, f"the snapshot file {files[0]}")
+    assert files[0].read_bytes()[:2] == b"\xff\xd8"
     saved = path.read_text()
     assert saved.startswith("# the console test's pipeline: this comment must survive changes")
     on_disk = yaml.safe_load(saved)["alerts"]["cameras"]
