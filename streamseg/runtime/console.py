@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.cameras import CameraConfig
-from streamseg.redact import redact_url
+from streamseg.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
     from streamseg.runtime.service import Service
@@ -65,7 +65,21 @@ class ServiceConsole:
             "device": m.device,
             "weights": m.weights,
             "hot_swap": m.hot_swap,
+            "last_swap": None,
         }
+        last = self.service.swap.last() if self.service.swap is not None else None
+        if last is not None:
+            model["last_swap"] = {
+                "weights": last.request.weights,
+                "ok": last.ok,
+                "error": None if last.error is None else redact_text(last.error),
+                "source": last.request.source,
+                "time": last.finished,
+                "load_s": round(last.load_s, 3),
+            }
+            ok = [o for o in self.service.swap.outcomes if o.ok]
+            if ok:  # what runs now
+                model["weights"] = ok[-1].request.weights
         return {"sinks": details["sinks"], "model": model, "stopping": details["stopping"]}
 
     def class_names(self) -> Sequence[str]:

@@ -73,6 +73,7 @@ class Service:
         self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
+        self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
         self._clips: Any = None
         self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
@@ -216,6 +217,7 @@ class Service:
         swap = build_swap_controller(
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
+        self.swap = swap
         clips = self._clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
         device = decode_device(self.config, self.cameras)

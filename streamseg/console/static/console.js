@@ -221,8 +221,12 @@ async function refreshHealth() {
     rows.appendChild(tr);
   }
   const m = data.model;
+  const s = m.last_swap;
+  const swap = !s ? (m.hot_swap ? "; no hot swap yet" : "; hot swap off")
+    : `; last swap ${new Date(s.time * 1000).toLocaleTimeString()} (${s.source}): ` +
+      (s.ok ? `loaded ${s.weights} in ${s.load_s} s` : `FAILED ${s.weights}: ${s.error}`);
   document.getElementById("model-line").textContent =
-    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}`;
+    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}${swap}`;
   document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
     `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.dropped ?? 0} dropped)`).join("; ");
 }
