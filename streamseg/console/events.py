@@ -161,6 +161,11 @@ class EventLog:
                 break
         return out
 
+    def get(self, event_id: int) -> dict[str, Any] | None:
+        """The event with this id, while it is kept."""
+        with self._lock:
+            return next((dict(e) for e in self._events if e["id"] == event_id), None)
+
     def snapshot(self, event_id: int) -> Path | None:
         """The snapshot file of an event, once written and while kept."""
         path = next(self.folder.glob(f"{event_id:08d}-*.jpg"), None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamseg.config.alerts import AlertsConfig
@@ -119,6 +120,10 @@ class ServiceConsole:
         """Keep ``service.config.cameras`` what runs (a restart of the pipeline would use it)."""
         cfg = self.service.config
         self.service.config = cfg.model_copy(update={"cameras": list(self.service.cameras)})
+
+    def clip_for(self, camera_id: str, pts: float | None) -> tuple[Path, bool] | None:
+        clips = self.service.clips
+        return clips.clip_for(camera_id, pts) if clips is not None else None
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
         p = self.service.pipeline

@@ -159,6 +159,11 @@ class Service:
                 self.pipeline.remove_source(camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
 
+    @property
+    def clips(self) -> Any:
+        """The alert clips hook (``streamseg.record.clips.ClipHook``), ``None`` when off."""
+        return self._clips
+
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
         from streamseg.console.editor import PipelineEditor
