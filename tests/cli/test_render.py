@@ -246,3 +246,33 @@ def test_progress_bar_on_a_terminal(clip: Path, detections: Path, tmp_path: Path
 
     assert f"{FRAMES}/{FRAMES}" in stderr_of()
     assert "render" not in stderr_of("--no-progress")
+
+
+def test_zone_counts_come_from_the_pipeline_rules(
+    scene: SyntheticScene, clip: Path, detections: Path, tmp_path: Path
+) -> None:
+    """With --pipeline, each drawn frame's zone label counts the tracks inside the zone."""
+    from streamseg.cli.render import _from_file, _overlays, _rules_stage
+    from streamseg.config import load_pipeline
+    from streamseg.track.replay import class_names_of
+
+    config = load_pipeline(_pipeline(tmp_path / "pipeline.yaml", clip))
+    camera, messages = _from_file(str(detections), None)
+    stage = _rules_stage(config, camera, class_names_of(messages.values()), "pipeline.yaml")
+    assert stage is not None
+    overlay_at = _overlays(messages, stage, camera)
+    x0, y0, x1, y1 = ZONE[0][0], ZONE[0][1], ZONE[2][0], ZONE[2][1]
+    seen = set()
+    for index in DRAWN:
+        _instances, counts = overlay_at(index)
+        boxes = scene.frame(index).gt.boxes
+        # The zone rule's default anchor is the box's bottom centre.
+        inside = sum(
+            1
+            for bx0, _by0, bx1, by1 in boxes.tolist()
+            if x0 <= (bx0 + bx1) / 2 <= x1 and y0 <= by1 <= y1
+        )
+        assert counts["pen"] == inside, (index, counts, boxes)
+        seen.add(inside)
+    assert overlay_at(UNDRAWN[0]) is None
+    assert len(seen) > 1, "the scene should move objects in and out of the zone"
