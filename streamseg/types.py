@@ -534,6 +534,9 @@ class Event:
         count: for crowding the occupancy, for lines the running count of
             the crossing direction; else ``None``.
         extra: rule-specific details (e.g. ``dwell_seconds``).
+        snapshot: the path of the snapshot file the console writes for this
+            event (shortly after it is published), or ``None`` when the
+            console keeps no snapshot of it.
     """
 
     rule: str
@@ -552,6 +555,7 @@ class Event:
     mask_rle: Mapping[str, Any] | None = None
     count: int | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    snapshot: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready message body (see ``schemas/alert.schema.json``)."""

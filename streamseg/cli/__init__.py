@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("streamseg.cli.check", "validate a pipeline.yaml and exit"),
     "subscribe": ("streamseg.cli.subscribe", "print detections or alerts from Redis as JSON lines"),
     "replay": ("streamseg.cli.replay", "re-run tracking and alert rules over recorded detections"),
+    "render": ("streamseg.cli.render", "draw detections on a clip as the console does, to an MP4"),
     "record": ("streamseg.cli.record", "record raw camera footage in segments"),
     "label": ("streamseg.cli.label", "pseudo-label recorded footage with a teacher model"),
     "train": ("streamseg.cli.train", "fine-tune a model on COCO datasets"),

@@ -195,6 +195,8 @@ class Alert:
         count: occupancy (crowding) or running crossing count (lines), else ``None``.
         extra: rule-specific details (e.g. ``dwell_seconds``).
         rle: the object's mask as COCO RLE, or ``None``.
+        snapshot: path of the snapshot file the service's console writes
+            (on the service's machine, a moment after the alert), or ``None``.
         traceparent / stream / id: as in ``FrameDetections``.
     """
 
@@ -214,6 +216,7 @@ class Alert:
     rle: Mapping[str, Any] | None = None
     count: int | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    snapshot: str | None = None
     traceparent: str | None = None
     stream: str = ""
     id: str = ""
@@ -245,6 +248,7 @@ class Alert:
                 rle=msg.get("mask_rle"),
                 count=_opt_int(msg.get("count")),
                 extra=dict(msg.get("extra") or {}),
+                snapshot=msg.get("snapshot"),
                 traceparent=msg.get("traceparent"),
                 stream=stream,
                 id=id,

@@ -65,7 +65,7 @@ class EventLog:
         max_width: int = 640,
         quality: int = 80,
     ) -> None:
-        self.folder = Path(folder)
+        self.folder = Path(folder).absolute()  # the published path must not depend on a cwd
         self.folder.mkdir(parents=True, exist_ok=True)
         self.class_names = tuple(class_names)
         self.max_bytes, self.retention = max_bytes, retention
@@ -87,21 +87,17 @@ class EventLog:
         events: Sequence[Event],
         alerts: CameraAlerts | None,
         trails: Mapping[int, list[tuple[float, float]]],
-    ) -> None:
-        """Keep ``events`` (all of one frame) and queue one snapshot each."""
+    ) -> list[Event]:
+        """Keep ``events`` (all of one frame) and queue one snapshot each.
+
+        Returns the events with ``snapshot`` set to the file each snapshot
+        will be written to (``None`` where it was dropped: queue full), so
+        that the published alert names it before the file exists.
+        """
+        out = []
         for event in events:
             eid = next(self._ids)
-            name = f"{eid:08d}-{_safe(event.camera_id)}-{_safe(event.rule)}.jpg"
-            body = event.to_dict()
-            body.pop("mask_rle", None)  # the snapshot shows it
-            body.update(
-                id=eid,
-                snapshot=f"/api/events/{eid}/snapshot.jpg",
-                rule_config=_rule_config(alerts, event.rule),
-                path=[list(p) for p in trails.get(event.track_id or -1, [])],
-            )
-            with self._lock:
-                self._events.append(body)
+            path = self.folder / f"{eid:08d}-{_safe(event.camera_id)}-{_safe(event.rule)}.jpg"
             info = OverlayInfo(
                 class_names=self.class_names,
                 alerts=_only(alerts, event),
@@ -113,11 +109,24 @@ class EventLog:
             inst = result.instances
             if event.track_id is not None and inst.track_ids is not None:
                 inst = inst[inst.track_ids == event.track_id]
-            pending = _Pending(self.folder / name, image, FrameResult(result.frame, inst), info)
             try:
-                self._queue.put_nowait(pending)
+                self._queue.put_nowait(_Pending(path, image, FrameResult(result.frame, inst), info))
+                event = dataclasses.replace(event, snapshot=str(path))
             except queue.Full:
                 self.snapshots_dropped += 1
+            body = event.to_dict()
+            body.pop("mask_rle", None)  # the snapshot shows it
+            body.update(
+                id=eid,
+                snapshot=f"/api/events/{eid}/snapshot.jpg",
+                snapshot_path=event.snapshot,
+                rule_config=_rule_config(alerts, event.rule),
+                path=[list(p) for p in trails.get(event.track_id or -1, [])],
+            )
+            with self._lock:
+                self._events.append(body)
+            out.append(event)
+        return out
 
     def list(
         self,
@@ -151,6 +160,11 @@ class EventLog:
             if len(out) >= limit:
                 break
         return out
+
+    def get(self, event_id: int) -> dict[str, Any] | None:
+        """The event with this id, while it is kept."""
+        with self._lock:
+            return next((dict(e) for e in self._events if e["id"] == event_id), None)
 
     def snapshot(self, event_id: int) -> Path | None:
         """The snapshot file of an event, once written and while kept."""

@@ -23,12 +23,39 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from streamseg.config.alerts import CameraAlerts
-from streamseg.types import Event, FrameResult
+from streamseg.types import Event, FrameResult, Instances
 
 if TYPE_CHECKING:
     from streamseg.console.events import EventLog
 
-__all__ = ["LiveFrame", "LiveView"]
+__all__ = ["LiveFrame", "LiveView", "Trails"]
+
+
+class Trails:
+    """The last ``length`` box centres of each track of one camera (the overlays' trails).
+
+    ``update`` takes a tracked frame's instances and returns ``{track id:
+    [(x, y), ...]}``, oldest first; a track not in the frame is forgotten.
+    """
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self._points: dict[int, collections.deque[tuple[float, float]]] = {}
+
+    def update(self, instances: Instances) -> dict[int, list[tuple[float, float]]]:
+        if instances.track_ids is None or self.length == 0:
+            return {}
+        boxes = instances.boxes.detach().to("cpu").tolist()
+        seen = set()
+        for tid, (x1, y1, x2, y2) in zip(instances.track_ids.tolist(), boxes, strict=True):
+            if tid < 0:
+                continue
+            seen.add(tid)
+            trail = self._points.setdefault(tid, collections.deque(maxlen=self.length))
+            trail.append(((x1 + x2) / 2, (y1 + y2) / 2))
+        for tid in [t for t in self._points if t not in seen]:
+            del self._points[tid]
+        return {tid: list(trail) for tid, trail in self._points.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +99,7 @@ class LiveView:
         self.events, self.rules_of = events, rules_of
         self._viewers: dict[str, int] = collections.defaultdict(int)
         self._slots: dict[str, LiveFrame] = {}
-        self._trails: dict[str, dict[int, collections.deque[tuple[float, float]]]] = {}
+        self._trails: dict[str, Trails] = {}
         self._last: dict[str, float] = {}
         self._fps: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -111,8 +138,11 @@ class LiveView:
         result: FrameResult,
         counts: Mapping[str, Any],
         events: Sequence[Event] = (),
-    ) -> None:
-        """Store a tracked frame of a watched camera; snapshot its events (track thread)."""
+    ) -> Sequence[Event]:
+        """Store a tracked frame of a watched camera; snapshot its events (track thread).
+
+        Returns ``events`` with ``snapshot`` set for those that get one.
+        """
         cid = result.frame.camera_id
         now = time.monotonic()
         last = self._last.get(cid)
@@ -124,10 +154,10 @@ class LiveView:
         trails = self._update_trails(cid, result)
         if events and self.events is not None:
             alerts = self.rules_of(cid) if self.rules_of is not None else None
-            self.events.record(image, result, events, alerts, trails)
+            events = self.events.record(image, result, events, alerts, trails)
         with self._lock:
             if cid not in self._viewers:
-                return
+                return events
             self._slots[cid] = LiveFrame(
                 image=image,
                 result=result,
@@ -136,6 +166,7 @@ class LiveView:
                 fps=self._fps.get(cid, 0.0),
                 time=time.time(),
             )
+        return events
 
     def latest(self, camera_id: str) -> LiveFrame | None:
         return self._slots.get(camera_id)
@@ -146,18 +177,7 @@ class LiveView:
     def _update_trails(
         self, camera_id: str, result: FrameResult
     ) -> dict[int, list[tuple[float, float]]]:
-        inst = result.instances
-        trails = self._trails.setdefault(camera_id, {})
-        if inst.track_ids is None or self.trail_length == 0:
-            return {}
-        boxes = inst.boxes.detach().to("cpu").tolist()
-        seen = set()
-        for tid, (x1, y1, x2, y2) in zip(inst.track_ids.tolist(), boxes, strict=True):
-            if tid < 0:
-                continue
-            seen.add(tid)
-            trail = trails.setdefault(tid, collections.deque(maxlen=self.trail_length))
-            trail.append(((x1 + x2) / 2, (y1 + y2) / 2))
-        for tid in [t for t in trails if t not in seen]:
-            del trails[tid]
-        return {tid: list(trail) for tid, trail in trails.items()}
+        trails = self._trails.get(camera_id)
+        if trails is None:
+            trails = self._trails[camera_id] = Trails(self.trail_length)
+        return trails.update(result.instances)

@@ -14,6 +14,7 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     GET    /api/health                        cameras now and their last 15 minutes, sinks, model
     GET    /api/events                        recent alerts (camera rule kind label since until)
     GET    /api/events/{n}/snapshot.jpg       an alert's snapshot (its track, zone or line)
+    GET    /api/events/{n}/clip               an alert's recorded clip (record.clips on)
     GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
     PUT    /api/cameras/{id}/alerts           replace them all
     POST   /api/cameras/{id}/{zones|lines|rules}         create one (body has "name")
@@ -94,6 +95,10 @@ class ConsoleBackend(Protocol):
         """Stop serving a camera; the others go on."""
         ...
 
+    def clip_for(self, camera_id: str, pts: float | None) -> tuple[Path, bool] | None:
+        """The recorded clip of an alert at stream time ``pts``: ``(path, finished)``."""
+        ...
+
 
 class Console:
     """The console: pages, live frames and the change API.
@@ -136,6 +141,7 @@ class Console:
         r.add_get("/api/health", self.get_health)
         r.add_get("/api/events", self.list_events)
         r.add_get("/api/events/{eid}/snapshot.jpg", self.event_snapshot)
+        r.add_get("/api/events/{eid}/clip", self.event_clip)
         r.add_get("/api/cameras/{cid}/alerts", self.get_alerts)
         r.add_put("/api/cameras/{cid}/alerts", self.put_alerts)
         r.add_post("/api/cameras/{cid}/{kind}", self.create_item)
@@ -210,7 +216,28 @@ class Console:
             until=until,
             limit=max(1, min(limit, 1000)),
         )
+        for e in events:
+            e.update(self._clip_fields(e))
         return _json({"events": events, "snapshots": True})
+
+    def _clip_fields(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """``clip``: the clip's URL once recording it began (else ``None``); ``clip_ready``."""
+        found = self.backend.clip_for(str(event.get("camera_id")), event.get("pts"))
+        if found is None:
+            return {"clip": None, "clip_ready": False}
+        return {"clip": f"/api/events/{event['id']}/clip", "clip_ready": found[1]}
+
+    async def event_clip(self, request: web.Request) -> web.FileResponse:
+        """The event's clip, once finished (404 while it is written, or without one)."""
+        eid = request.match_info["eid"]
+        event = self.events.get(int(eid)) if self.events is not None and eid.isdigit() else None
+        found = self.backend.clip_for(event["camera_id"], event.get("pts")) if event else None
+        if found is None or not found[0].is_file():
+            raise _error(404, "event", "no clip for this event", "turn on record.clips")
+        if not found[1]:
+            raise _error(404, "event", "the clip is still being recorded", "ask again shortly")
+        kind = "video/x-matroska" if found[0].suffix == ".mkv" else "video/mp4"
+        return web.FileResponse(found[0], headers={"Content-Type": kind})
 
     async def event_snapshot(self, request: web.Request) -> web.FileResponse:
         path = None

@@ -92,6 +92,19 @@ class ClipHook:
                     continue
                 rec.trigger(event.pts, tag=f"{event.rule}_{event.kind}")
 
+    def clip_for(self, camera_id: str, when: float | None) -> tuple[Path, bool] | None:
+        """The clip of an alert of ``camera_id`` at stream time ``when`` (``Event.pts``).
+
+        ``(path, finished)`` once the clip has opened (``finished`` false
+        while it is written), else ``None`` (no clip: filtered out, no
+        keyframe yet, not due yet, or the camera reconnected since).
+        """
+        if not self.enabled or when is None:
+            return None
+        with self._lock:
+            rec = self._recorders.get(camera_id)
+            return rec.clip_at(when) if rec is not None else None
+
     def files(self) -> list[RecordedFile]:
         """Clips finished so far, all cameras."""
         with self._lock:

@@ -337,6 +337,19 @@ class ClipRecorder:
             for _ in range(later_key):
                 self._ring.popleft()
 
+    def clip_at(self, when: float) -> tuple[Path, bool] | None:
+        """The clip whose span holds stream time ``when``: ``(path, finished)``, or ``None``.
+
+        An alert's clip spans its time, so this finds the file an alert at
+        ``when`` went into (``finished`` false while it is being written).
+        """
+        if self._open is not None and self._open.start <= when <= self._until:
+            return self._open.path, False
+        for f in reversed(self.files):
+            if f.start <= when <= f.start + f.duration:
+                return f.path, True
+        return None
+
     def _finish(self) -> None:
         assert self._open is not None
         self.files.append(self._open.close())

@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.cameras import CameraConfig
-from streamseg.redact import redact_url
+from streamseg.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
     from streamseg.runtime.service import Service
@@ -65,7 +66,21 @@ class ServiceConsole:
             "device": m.device,
             "weights": m.weights,
             "hot_swap": m.hot_swap,
+            "last_swap": None,
         }
+        last = self.service.swap.last() if self.service.swap is not None else None
+        if last is not None:
+            model["last_swap"] = {
+                "weights": last.request.weights,
+                "ok": last.ok,
+                "error": None if last.error is None else redact_text(last.error),
+                "source": last.request.source,
+                "time": last.finished,
+                "load_s": round(last.load_s, 3),
+            }
+            ok = [o for o in self.service.swap.outcomes if o.ok]
+            if ok:  # what runs now
+                model["weights"] = ok[-1].request.weights
         return {"sinks": details["sinks"], "model": model, "stopping": details["stopping"]}
 
     def class_names(self) -> Sequence[str]:
@@ -105,6 +120,10 @@ class ServiceConsole:
         """Keep ``service.config.cameras`` what runs (a restart of the pipeline would use it)."""
         cfg = self.service.config
         self.service.config = cfg.model_copy(update={"cameras": list(self.service.cameras)})
+
+    def clip_for(self, camera_id: str, pts: float | None) -> tuple[Path, bool] | None:
+        clips = self.service.clips
+        return clips.clip_for(camera_id, pts) if clips is not None else None
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
         p = self.service.pipeline

@@ -83,12 +83,13 @@ class SwapRequest:
 
 @dataclasses.dataclass(frozen=True)
 class SwapOutcome:
-    """The result of one swap: ``ok``, the error when not, seconds it took."""
+    """The result of one swap: ``ok``, the error when not, seconds it took, when it ended."""
 
     request: SwapRequest
     ok: bool
     error: str | None
     load_s: float
+    finished: float = dataclasses.field(default_factory=time.time)
 
 
 def request_swap(client: Any, prefix: str, weights: str, token: str | None = None) -> str:
@@ -325,6 +326,10 @@ class SwapController:
         self.outcomes.append(outcome)
         self._publish(outcome)
         return outcome
+
+    def last(self) -> SwapOutcome | None:
+        """The last swap applied (or failed), superseded requests aside; ``None`` before any."""
+        return self.outcomes[-1] if self.outcomes else None
 
     def _publish(self, outcome: SwapOutcome) -> None:
         if self._client is None:

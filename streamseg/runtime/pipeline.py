@@ -399,8 +399,9 @@ class Pipeline:
                 except Exception as exc:
                     self._stage_error("track", exc, camera=r.frame.camera_id)
                     tracked, events = r, []
+                # Before publishing: the console names each event's snapshot file.
+                events = list(self._offer(tracked, events))
                 out.append((tracked, list(events)))
-                self._offer(tracked, events)
                 if events and self.on_events is not None:
                     try:
                         self.on_events(list(events))
@@ -415,17 +416,22 @@ class Pipeline:
         self.stats.add_cpu("track", time.thread_time() - cpu0 - rules)
         return out
 
-    def _offer(self, result: FrameResult, events: Sequence[Event]) -> None:
-        """Hand a watched camera's tracked frame, with its pixels, to the live view."""
+    def _offer(self, result: FrameResult, events: Sequence[Event]) -> Sequence[Event]:
+        """Hand a watched camera's tracked frame, with its pixels, to the live view.
+
+        Returns the events to publish: as the live view gives them back (with
+        their snapshot paths), else unchanged.
+        """
         image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
         if image is None or self.tap is None:
-            return
+            return events
         counts_of = getattr(self.tracker, "counts", None)
         try:
             counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
-            self.tap.offer(image, result, counts, events)
+            return self.tap.offer(image, result, counts, events)
         except Exception as exc:
             self._stage_error("track", exc, camera=result.frame.camera_id)
+            return events
 
     # -- publish -----------------------------------------------------------------
     def _run_publish(self) -> None:

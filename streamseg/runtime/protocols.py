@@ -57,7 +57,8 @@ class FrameTap(Protocol):
     ``wants`` is asked for every frame after segmentation (pixels are kept
     only when it says yes); ``offer`` gets them after tracking, in the track
     thread, with the camera's rule counts (zone occupancy, line in/out) and
-    the frame's alert events (snapshots).
+    the frame's alert events, and returns those events as they are to be
+    published (with ``snapshot`` set where one will be written).
     """
 
     def wants(self, camera_id: str) -> bool: ...
@@ -68,4 +69,4 @@ class FrameTap(Protocol):
         result: FrameResult,
         counts: Mapping[str, Any],
         events: Sequence[Event],
-    ) -> None: ...
+    ) -> Sequence[Event]: ...

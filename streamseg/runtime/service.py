@@ -73,6 +73,7 @@ class Service:
         self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
+        self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
         self._clips: Any = None
         self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
@@ -158,6 +159,11 @@ class Service:
                 self.pipeline.remove_source(camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
 
+    @property
+    def clips(self) -> Any:
+        """The alert clips hook (``streamseg.record.clips.ClipHook``), ``None`` when off."""
+        return self._clips
+
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
         from streamseg.console.editor import PipelineEditor
@@ -216,6 +222,7 @@ class Service:
         swap = build_swap_controller(
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
+        self.swap = swap
         clips = self._clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
         device = decode_device(self.config, self.cameras)

@@ -66,6 +66,7 @@ def test_alerts_typed(redis_server: RedisServer) -> None:
             {"n": a.frame_seq},
         )
         assert a.stream == "streamseg:alerts" and a.traceparent is None
+        assert a.snapshot == f"/var/snapshots/gate-{a.frame_seq}.jpg"
         np.testing.assert_array_equal(a.mask(), result.instances.masks[0].numpy())
 
 

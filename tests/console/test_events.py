@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 from streamseg.config.alerts import CameraAlerts
-from streamseg.console.events import EventLog
+from streamseg.console.events import SNAPSHOT_QUEUE, EventLog
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Event, Frame, FrameResult
 
@@ -99,3 +100,24 @@ def test_snapshots_beyond_the_cap_or_too_old_are_deleted(tmp_path: Path) -> None
         wait_for(lambda: not list(tmp_path.glob("*.jpg")))
     finally:
         log.close()
+
+
+def test_recorded_events_name_their_snapshot_file(tmp_path: Path) -> None:
+    """The path goes into the event before the file exists; the file follows."""
+    image, result = frame_result(3)
+    log = EventLog(folder=tmp_path / "snaps")
+    try:
+        given = event("in-dock", "enter", 1, time.time())
+        (out,) = log.record(image, result, [given], ALERTS, {})
+        assert given.snapshot is None and out == dataclasses.replace(given, snapshot=out.snapshot)
+        assert out.snapshot is not None and Path(out.snapshot).is_absolute()
+        assert out.to_dict()["snapshot"] == out.snapshot == log.list()[0]["snapshot_path"]
+        path = wait_for(lambda: log.snapshot(1))
+        assert str(path) == out.snapshot and path.read_bytes()[:2] == b"\xff\xd8"
+    finally:
+        log.close()
+    # No writer any more: the queue fills, and events past it get no snapshot (counted).
+    many = [event("in-dock", "enter", 1, time.time()) for _ in range(SNAPSHOT_QUEUE + 5)]
+    out_many = log.record(image, result, many, ALERTS, {})
+    assert [e.snapshot is None for e in out_many] == [False] * SNAPSHOT_QUEUE + [True] * 5
+    assert log.snapshots_dropped == 5

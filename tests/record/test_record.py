@@ -149,10 +149,15 @@ def test_clip_hook_filters_alerts(source: Path, tmp_path: Path) -> None:
         t = float(packet.pts * packet.time_base)
         if abs(t - 2.0) < 1e-9:
             hook.on_events([_event("cam", "enter", 2.0), _event("cam", "exit", 2.0)])
+            opened = hook.clip_for("cam", 2.0)  # the console's link: known while it records
         if abs(t - 4.0) < 1e-9:
             hook.on_events([_event("other", "enter", 4.0)])
+    done = hook.clip_for("cam", 2.0)
+    assert hook.clip_for("cam", 5.0) is None and hook.clip_for("other", 4.0) is None
+    assert hook.clip_for("cam", None) is None
     files = hook.close()
     assert len(files) == 1 and files[0].path.parent == tmp_path / "rec" / "cam"
+    assert opened == (files[0].path, False) and done == (files[0].path, True)
     assert hook.ignored_events == 2
     assert count_frames(files[0].path) == files[0].packets > 0
 

@@ -195,13 +195,15 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         assert yellow >= 100, "the zone's outline is not on the snapshot"
         why = json.loads(driver.find_element(By.ID, "event-why").text)
         assert why["rule"]["zone"] == "drawn" and why["zone"] == "drawn"
+        assert not driver.find_element(By.ID, "event-clip").is_displayed()  # record.clips off
         screenshot(driver, "event-snapshot")
 
         # Health: both cameras with their fps charts, the sinks and the model.
         spark = '#health-rows tr[data-camera="{}"] polyline'
         wait(lambda: all(driver.find_elements(By.CSS_SELECTOR, spark.format(c)) for c in "ab"),
              10, "health charts")  # fmt: skip
-        assert "maskrcnn_small" in driver.find_element(By.ID, "model-line").text
+        model_line = driver.find_element(By.ID, "model-line").text
+        assert "maskrcnn_small" in model_line and "no hot swap yet" in model_line
         assert "redis connected" in driver.find_element(By.ID, "sinks-line").text
         driver.execute_script("document.getElementById('health').scrollIntoView()")
         screenshot(driver, "health")

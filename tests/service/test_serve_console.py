@@ -15,14 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
+from streamseg.runtime.hotswap import request_swap
 from tests.support.console import TOKEN, call, console_pipeline, fields
-from tests.support.serve import ServeProcess, detections, summary
+from tests.support.serve import REPO, ServeProcess, detections, summary
 from tests.support.servers import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
+
+ALERT_SCHEMA = REPO / "streamseg/schemas/alert.schema.json"
+DEMO = REPO / "models" / "demo_small.pth"
 
 
 def test_console_live_view_token_and_live_rule_changes(
@@ -126,6 +131,15 @@ def test_console_live_view_token_and_live_rule_changes(
             break
         time.sleep(0.1)
     assert code == 200 and snap[:2] == b"\xff\xd8"
+    # The alert on Redis names its snapshot file (valid by the published schema),
+    # and that file is there a moment later.
+    published = [a for a in alerts() if a["rule"] == "in-all"]
+    jsonschema.validate(published[0], json.loads(ALERT_SCHEMA.read_text()))
+    files = [Path(a["snapshot"]) for a in published]
+    assert all(f.is_absolute() and f.suffix == ".jpg" for f in files), files
+    assert ev["snapshot_path"] in {str(f) for f in files}
+    proc.wait_for(lambda: files[0].is_file(), 5, f"the snapshot file {files[0]}")
+    assert files[0].read_bytes()[:2] == b"\xff\xd8"
     saved = path.read_text()
     assert saved.startswith("# the console test's pipeline: this comment must survive changes")
     on_disk = yaml.safe_load(saved)["alerts"]["cameras"]
@@ -141,6 +155,20 @@ def test_console_live_view_token_and_live_rule_changes(
     assert call(port, "DELETE", "/api/cameras/a/rules/in-all", token=TOKEN)[0] == 200
     assert call(port, "DELETE", "/api/cameras/a/zones/all", token=TOKEN)[0] == 200
     assert "a" not in yaml.safe_load(path.read_text())["alerts"]["cameras"]
+
+    # The model panel shows the last hot swap: a failed one, then one that loads.
+    assert call(port, "GET", "/api/health")[1]["model"]["last_swap"] is None
+    for weights, ok in [(tmp_path / "missing.pth", False), (DEMO, True)]:
+        request_swap(client, "streamseg", str(weights))
+
+        def swapped(weights: Path = weights) -> Any:
+            last = call(port, "GET", "/api/health")[1]["model"]["last_swap"]
+            return last if last is not None and last["weights"] == str(weights) else None
+
+        last = proc.wait_for(swapped, 30, f"the swap to {weights.name} in /api/health")
+        assert last["ok"] is ok and last["source"] == "redis" and last["time"] > time.time() - 60
+        assert (last["error"] is None) is ok and (ok or "missing.pth" in last["error"]), last
+    assert call(port, "GET", "/api/health")[1]["model"]["weights"] == str(DEMO)  # runs now
 
     # Both cameras kept streaming through every change; the token never reached a page or the log.
     for cid in "ab":

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["ARTEFACTS", "browser"]
+__all__ = ["ARTEFACTS", "available", "browser"]
 
 REPO = Path(__file__).resolve().parents[2]
 ARTEFACTS = Path(os.environ.get("STREAMSEG_TEST_ARTEFACTS", REPO / "build" / "test-artefacts"))
@@ -33,11 +33,16 @@ def _chromium() -> str | None:
     return None
 
 
+def available() -> bool:
+    """Whether Debian's chromium and chromium-driver are installed."""
+    return _chromium() is not None and Path(CHROMEDRIVER).exists()
+
+
 @contextmanager
 def browser(width: int = 1100, height: int = 800) -> Iterator[Any]:
     """A headless Chromium WebDriver; closed afterwards."""
     binary = _chromium()
-    if binary is None or not Path(CHROMEDRIVER).exists():
+    if binary is None or not available():
         pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup.sh --dev)")
     os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not fetch a driver or a browser
     from selenium import webdriver

@@ -51,6 +51,7 @@ def frame_item(
                 frame_seq=seq, track_id=seq % 7, label=1, label_name="person", zone="door",
                 pts=frame.pts, box=(1.0, 2.0, 11.5, 20.25), score=0.875,
                 mask_rle=mask_to_rle(masks[0]), extra={"n": seq},
+                snapshot=f"/var/snapshots/{camera}-{seq}.jpg",
             )
         )  # fmt: skip
     return FrameResult(frame, inst), events

@@ -135,6 +135,8 @@ document.getElementById("editor-shape").addEventListener("change", () => editor.
 
 // -- events timeline -------------------------------------------------------
 const shown = new Map();
+const latest = new Map();  // event id -> the event as last listed (its clip appears later)
+let openId = null;
 
 async function refreshEvents() {
   const form = new FormData(document.getElementById("event-filter"));
@@ -146,8 +148,11 @@ async function refreshEvents() {
   const list = document.getElementById("event-list");
   const ids = new Set(data.events.map(e => e.id));
   for (const [id, li] of shown) if (!ids.has(id)) { li.remove(); shown.delete(id); }
+  for (const id of latest.keys()) if (!ids.has(id)) latest.delete(id);
   let before = list.firstChild;
   for (const e of data.events) {
+    latest.set(e.id, e);
+    if (e.id === openId) showClip(e);
     if (shown.has(e.id)) { before = shown.get(e.id).nextSibling; continue; }
     const li = document.createElement("li");
     li.dataset.event = e.id;
@@ -167,11 +172,21 @@ function openEvent(e, li) {
   li.classList.add("selected");
   document.getElementById("event-detail").hidden = false;
   document.getElementById("event-snapshot").src = withToken(e.snapshot);
+  openId = e.id;
+  showClip(latest.get(e.id) || e);
   const why = {
     rule: e.rule_config, event: e.kind, zone: e.zone, line: e.line, count: e.count,
     track: e.track_id, class: e.label_name, score: e.score, extra: e.extra, path: e.path,
   };
   document.getElementById("event-why").textContent = JSON.stringify(why, null, 1);
+}
+
+// The alert's recorded clip (record.clips): a link once written, a note while it records.
+function showClip(e) {
+  const a = document.getElementById("event-clip");
+  a.hidden = !e.clip;
+  if (e.clip && e.clip_ready) { a.href = withToken(e.clip); a.textContent = "clip"; }
+  else { a.removeAttribute("href"); a.textContent = "clip (recording...)"; }
 }
 
 document.getElementById("event-filter").addEventListener("input", () => {
@@ -221,8 +236,12 @@ async function refreshHealth() {
     rows.appendChild(tr);
   }
   const m = data.model;
+  const s = m.last_swap;
+  const swap = !s ? (m.hot_swap ? "; no hot swap yet" : "; hot swap off")
+    : `; last swap ${new Date(s.time * 1000).toLocaleTimeString()} (${s.source}): ` +
+      (s.ok ? `loaded ${s.weights} in ${s.load_s} s` : `FAILED ${s.weights}: ${s.error}`);
   document.getElementById("model-line").textContent =
-    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}`;
+    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}${swap}`;
   document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
     `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.dropped ?? 0} dropped)`).join("; ");
 }
