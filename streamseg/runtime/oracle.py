@@ -58,9 +58,7 @@ class FrameTruth:
         if masks is None:
             raise ValueError("FrameTruth needs instances with masks")
         corners = gt.boxes.round().to(torch.int64).tolist()
-        crops = tuple(
-            masks[i, y1:y2, x1:x2].clone() for i, (x1, y1, x2, y2) in enumerate(corners)
-        )
+        crops = tuple(masks[i, y1:y2, x1:x2].clone() for i, (x1, y1, x2, y2) in enumerate(corners))
         return cls(gt.image_size, gt.boxes.clone(), gt.labels.clone(), crops)
 
     def instances(self) -> Instances:
