@@ -3,8 +3,9 @@
 The live grid shows every camera streaming, with frames that change, and
 the pixels of each track's colour lie on that track's mask as published to
 Redis for the same frame (the model has random weights, so the published
-masks stand in for the ground truth here; tests/console/test_overlay.py
-checks against the synthetic scene's exact masks); a
+masks stand in for the ground truth there). With the trained demo model,
+the track colours the browser shows lie on the synthetic scene's exact
+masks of the frame they are drawn on. A
 zone drawn on the live frame in the page is refused without the token
 (nothing changes) and, with it, saved: its rule then raises alerts in
 Redis without a restart, which the events timeline lists within a second,
@@ -26,10 +27,12 @@ import yaml
 
 from tests.support.browser import browser, screenshot
 from tests.support.console import TOKEN, console_pipeline
-from tests.support.serve import ServeProcess
+from tests.support.serve import REPO, ServeProcess
 from tests.support.servers import RedisServer, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+DEMO = REPO / "models" / "demo_small.pth"
 
 # The live image's pixels, drawn into a canvas (same origin: readable).
 PIXELS_JS = """
@@ -209,3 +212,50 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         screenshot(driver, "health")
         assert proc.camera("b")["state"] == "streaming"
         assert proc.terminate() == 0, proc.tail()
+
+
+def test_live_overlay_lies_on_the_ground_truth(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """With the trained demo model, the track colours the browser shows sit on the
+    synthetic scene's exact masks of the frame they are drawn on (a frame's overlay
+    drawn on another frame would miss the moving objects)."""
+    from scipy.ndimage import binary_dilation
+
+    from streamseg.console.overlay import track_color
+    from streamseg.synthetic.scene import SyntheticScene
+
+    url = "synthetic://?seed=1001&width=320&height=240&fps=8&objects=4"
+    port = free_port()
+    path = console_pipeline(tmp_path, redis_server.url, port)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["cameras"] = [{"id": "a", "url": url}]
+    cfg["alerts"] = {"cameras": {}}
+    cfg["tracking"] = {"enabled": True}
+    cfg["model"].update(weights=str(DEMO), min_size=240, max_size=320, score_threshold=0.5)
+    cfg["model"].pop("missing_weights")
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    scene = SyntheticScene.from_url(url)
+    with browser() as driver:
+        proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
+        proc.wait_for(lambda: proc.camera("a").get("state") == "streaming", 120, "streaming")
+        driver.get(f"http://127.0.0.1:{port}/")
+        wait(lambda: driver.execute_script(PIXELS_JS, "a"), 15, "a live frame")
+        on_truth = coloured = 0
+        for _attempt in range(8):
+            seq, w, h, data = driver.execute_async_script(FRAME_JS)
+            assert (w, h) == (320, 240)
+            pixels = np.asarray(data, np.uint8).reshape(h, w, 4)[..., :3]
+            gt = scene.frame(seq).gt
+            assert gt.masks is not None
+            # The objects' pixels, give or take the outline's width.
+            objects = binary_dilation(gt.frame_masks().any(0).numpy(), iterations=2)
+            for tid in range(1, 200):
+                on_colour = np.all(pixels == np.asarray(track_color(tid), np.uint8), axis=-1)
+                coloured += int(on_colour.sum())
+                on_truth += int((on_colour & objects).sum())
+            if coloured >= 200:
+                break
+        screenshot(driver, "live-ground-truth")
+    assert coloured >= 200, "too few track-coloured pixels in eight frames"
+    assert on_truth >= 0.9 * coloured, f"{on_truth} of {coloured} coloured pixels on the objects"
