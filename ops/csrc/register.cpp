@@ -25,6 +25,7 @@ TORCH_LIBRARY(streamseg, m) {
       "paste_masks_binary(Tensor masks, Tensor boxes, int height, int width, int padding, "
       "float threshold) -> Tensor");
   m.def("mask_to_rle(Tensor masks) -> (Tensor, Tensor)");
+  m.def("crops_to_rle(Tensor[] crops, Tensor boxes, int height, int width) -> (Tensor, Tensor)");
   m.def(
       "decode_boxes(Tensor deltas, Tensor boxes, float wx, float wy, float ww, float wh, "
       "float clamp) -> Tensor");
@@ -38,6 +39,7 @@ TORCH_LIBRARY_IMPL(streamseg, CPU, m) {
   m.impl("paste_masks", &streamseg::paste_masks_cpu);
   m.impl("paste_masks_binary", &streamseg::paste_masks_binary_cpu);
   m.impl("mask_to_rle", &streamseg::mask_to_rle_cpu);
+  m.impl("crops_to_rle", &streamseg::crops_to_rle_cpu);
   m.impl("decode_boxes", &streamseg::decode_boxes_cpu);
 }
 

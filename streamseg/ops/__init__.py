@@ -382,14 +382,7 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
         return gpu_rle.masks_to_rle(masks)
     if kernels is not None:
         chars, lengths = kernels.mask_to_rle(masks)
-        text = chars.numpy().tobytes().decode("ascii")
-        size = [int(masks.shape[1]), int(masks.shape[2])]
-        out = []
-        start = 0
-        for length in lengths.tolist():
-            out.append({"size": list(size), "counts": text[start : start + length]})
-            start += length
-        return out
+        return _split_strings(chars, lengths, [int(masks.shape[1]), int(masks.shape[2])])
     return _ref.masks_to_rle(masks)
 
 
@@ -419,6 +412,12 @@ def crops_to_rle(
         len(crops) == boxes.shape[0],
         f"crops and boxes must have the same length, got {len(crops)} and {boxes.shape[0]}",
     )
+    native = all(c.is_cpu and c.dtype in (torch.bool, torch.uint8) for c in crops)
+    if crops and native and _native.enabled("cpu"):
+        # One C++ call reads every crop once and writes all strings; it checks
+        # each box and crop as below (ValueError with the same message).
+        chars, lengths = torch.ops.streamseg.crops_to_rle(list(crops), boxes.cpu(), h, w)
+        return _split_strings(chars, lengths, [h, w])
     rows = boxes.tolist()
     for i, ((x0, y0, x1, y1), crop) in enumerate(zip(rows, crops, strict=True)):
         _check(
@@ -430,6 +429,18 @@ def crops_to_rle(
             f"crops[{i}] must be ({y1 - y0}, {x1 - x0}) for its box, got {tuple(crop.shape)}",
         )
     return _rle.crops_to_rle(crops, boxes, (h, w))
+
+
+def _split_strings(chars: Tensor, lengths: Tensor, size: list[int]) -> list[dict[str, Any]]:
+    """The native kernels' packed strings -> ``[{"size": size, "counts": str}]``."""
+    text = chars.numpy().tobytes().decode("ascii")
+    out = []
+    start = 0
+    for length in lengths.tolist():
+        end = start + length
+        out.append({"size": list(size), "counts": text[start:end]})
+        start = end
+    return out
 
 
 def mask_to_rle(mask: Tensor) -> dict[str, Any]:
