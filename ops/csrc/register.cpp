@@ -13,6 +13,7 @@
 TORCH_LIBRARY(streamseg, m) {
   m.def("nms(Tensor boxes, Tensor scores, float iou_threshold) -> Tensor");
   m.def("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor");
+  m.def("box_overlap_pairs(Tensor a, Tensor b) -> (Tensor, Tensor, Tensor)");
   m.def(
       "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, "
       "int pooled_width, int sampling_ratio, bool aligned) -> Tensor");
@@ -34,6 +35,7 @@ TORCH_LIBRARY(streamseg, m) {
 TORCH_LIBRARY_IMPL(streamseg, CPU, m) {
   m.impl("nms", &streamseg::nms_cpu);
   m.impl("batched_nms", &streamseg::batched_nms_cpu);
+  m.impl("box_overlap_pairs", &streamseg::box_overlap_pairs_cpu);
   m.impl("roi_align", &streamseg::roi_align_forward_cpu);
   m.impl("roi_align_backward", &streamseg::roi_align_backward_cpu);
   m.impl("paste_masks", &streamseg::paste_masks_cpu);

@@ -37,6 +37,7 @@ from streamseg.ops import rle as _rle
 __all__ = [
     "batched_nms",
     "box_iou",
+    "box_overlap_pairs",
     "clip_boxes",
     "crops_to_rle",
     "decode_boxes",
@@ -44,6 +45,7 @@ __all__ = [
     "mask_to_rle",
     "masks_to_rle",
     "multiscale_roi_align",
+    "native_cpu",
     "nms",
     "paste_masks",
     "paste_masks_binary",
@@ -272,6 +274,34 @@ def box_iou(a: Tensor, b: Tensor) -> Tensor:
     _check_boxes(a, "a")
     _check_boxes(b, "b")
     return _ref.box_iou(a, b)
+
+
+def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The overlapping pairs of ``a (N, 4)`` and ``b (M, 4)`` float64 xyxy boxes, with their IoU.
+
+    Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64, by row
+    then column) and ``iou (P,)`` float64: the pairs whose intersection has
+    positive width and height, IoU ``inter / max(union, 1e-12)``. On the CPU
+    one C++ call sweeps ``b`` by left edge (cost follows the nearby pairs);
+    elsewhere every pair is tested with torch.
+    """
+    _check(
+        a.dim() == 2 and a.shape[1] == 4 and b.dim() == 2 and b.shape[1] == 4,
+        f"boxes must be (N, 4) and (M, 4), got {tuple(a.shape)} and {tuple(b.shape)}",
+    )
+    _check(
+        a.dtype == torch.float64 and b.dtype == torch.float64,
+        f"boxes must be float64, got {a.dtype} and {b.dtype}",
+    )
+    if a.is_cpu and b.is_cpu and _native.enabled("cpu"):
+        rows, cols, iou = torch.ops.streamseg.box_overlap_pairs(a, b)
+        return rows, cols, iou
+    return _ref.box_overlap_pairs(a, b)
+
+
+def native_cpu() -> bool:
+    """Whether the C++ kernels serve CPU tensors (builds or loads them on the first call)."""
+    return _native.enabled("cpu")
 
 
 def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:

@@ -95,6 +95,15 @@ def _crops_to_rle_fake(
     return chars, torch.empty((boxes.shape[0],), dtype=torch.int64, device="cpu")
 
 
+def _box_overlap_pairs_fake(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    size = torch.library.get_ctx().new_dynamic_size()
+    return (
+        a.new_empty((size,), dtype=torch.int64),
+        a.new_empty((size,), dtype=torch.int64),
+        a.new_empty((size,), dtype=torch.float64),
+    )
+
+
 def decode_boxes_fake(
     deltas: Tensor,
     boxes: Tensor,
@@ -133,6 +142,7 @@ _FAKES: dict[str, Callable[..., Any]] = {
     "streamseg::paste_masks_binary": paste_masks_binary_fake,
     "streamseg::mask_to_rle": _mask_to_rle_fake,
     "streamseg::crops_to_rle": _crops_to_rle_fake,
+    "streamseg::box_overlap_pairs": _box_overlap_pairs_fake,
     "streamseg::decode_boxes": decode_boxes_fake,
 }
 
