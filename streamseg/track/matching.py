@@ -72,7 +72,7 @@ def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
         rows, cols = _near_pairs(a, b)
         iw = np.minimum(a[rows, 2], b[cols, 2]) - np.maximum(a[rows, 0], b[cols, 0])
         ih = np.minimum(a[rows, 3], b[cols, 3]) - np.maximum(a[rows, 1], b[cols, 1])
-        hit = np.flatnonzero((iw > 0) & (ih > 0))
+        hit = ((iw > 0) & (ih > 0)).nonzero()[0]
         rows, cols, iw, ih = rows[hit], cols[hit], iw[hit], ih[hit]
     inter = iw * ih
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
@@ -276,12 +276,12 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     cols_in = np.bincount(label[n_rows:], minlength=n_groups)
     star = (rows_in[group] == 1) | (cols_in[group] == 1)
     # A one-row (or one-column) group: its cheapest pair.
-    s_idx = np.flatnonzero(star)
+    s_idx = star.nonzero()[0]
     order = s_idx[np.lexsort((cost[s_idx], group[s_idx]))]
     first = np.ones(len(order), bool)
     first[1:] = group[order][1:] != group[order][:-1]
     out = [(ri[order[first]], ci[order[first]])]
-    rest = np.flatnonzero(~star)
+    rest = (~star).nonzero()[0]
     if len(rest) == 0:
         return out
     # Pack groups in order: a new problem every ~sqrt(DENSE_LIMIT) rows + columns.
@@ -297,7 +297,7 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     c_local = _rank_within(c_pack)
     p = pack[group[rest]]
     order = rest[np.argsort(p, kind="stable")]
-    bounds = np.flatnonzero(np.diff(p[np.argsort(p, kind="stable")])) + 1
+    bounds = np.diff(p[np.argsort(p, kind="stable")]).nonzero()[0] + 1
     for chunk in np.split(order, bounds):
         lr, lc = r_local[ri[chunk]], c_local[ci[chunk]]
         a, b = _dense(lr, lc, cost[chunk], int(lr.max()) + 1, int(lc.max()) + 1)
@@ -341,7 +341,7 @@ def _pairs_at(lr: I64, lc: I64, a: I64, b: I64) -> I64:
     width = int(lc.max()) + 1
     chosen = np.zeros((int(lr.max()) + 1) * width, bool)
     chosen[a * width + b] = True
-    return np.flatnonzero(chosen[lr * width + lc])
+    return chosen[lr * width + lc].nonzero()[0]
 
 
 def _dense(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> tuple[I64, I64]:

@@ -65,7 +65,7 @@ class ZoneState:
             # first time (UNKNOWN) is stored either way, so that its next frames
             # use the hysteresis and it is never again "first seen".
             code = now_in.view(np.int8)
-            moved = np.flatnonzero(code != prev)
+            moved = (code != prev).nonzero()[0]
             if len(moved):
                 self.inside.set(ids, code, slots)
             if len(view.removed_ids):
@@ -230,7 +230,7 @@ class DwellRule(_ZoneTracking):
         if len(inside):
             ids = view.ids[inside].tolist()
             since = np.fromiter((self.since.get(t, now) for t in ids), np.float64, len(ids))
-            due = np.flatnonzero(now - since >= self.seconds - TIME_EPS)
+            due = (now - since >= self.seconds - TIME_EPS).nonzero()[0]
             for k in due.tolist():
                 events += self._maybe_fire(view, int(inside[k]), now - float(since[k]))
         for _, tid, _ in self._drop_removed(view):
