@@ -393,6 +393,14 @@ class ByteTracker:
         track_ids[t.det[shown]] = t.ids[shown]
         conf = seen[t.state[seen] == CONFIRMED]
         det = t.det[conf]
+        gone = {}  # the view's defaults (empty arrays) when nothing was removed
+        if removed:
+            gone = {
+                "removed_ids": np.array([r[0] for r in removed], np.int64),
+                "removed_boxes": np.array([r[1] for r in removed]).reshape(-1, 4),
+                "removed_labels": np.array([r[2] for r in removed], np.int64),
+                "removed_scores": np.array([r[3] for r in removed]),
+            }
         view = TrackView(
             frame=frame,
             ids=t.ids[conf],
@@ -405,10 +413,7 @@ class ByteTracker:
             scores=t.score[conf],
             det_scores=scores[det],
             masks=masks,
-            removed_ids=np.array([r[0] for r in removed], np.int64),
-            removed_boxes=np.array([r[1] for r in removed]).reshape(-1, 4),
-            removed_labels=np.array([r[2] for r in removed], np.int64),
-            removed_scores=np.array([r[3] for r in removed]),
+            **gone,
         )
         return TrackerOutput(track_ids, view)
 
