@@ -37,6 +37,7 @@ from streamseg.ops import rle as _rle
 __all__ = [
     "batched_nms",
     "box_iou",
+    "box_overlap_pairs",
     "clip_boxes",
     "crops_to_rle",
     "decode_boxes",
@@ -44,6 +45,7 @@ __all__ = [
     "mask_to_rle",
     "masks_to_rle",
     "multiscale_roi_align",
+    "native_cpu",
     "nms",
     "paste_masks",
     "paste_masks_binary",
@@ -274,6 +276,34 @@ def box_iou(a: Tensor, b: Tensor) -> Tensor:
     return _ref.box_iou(a, b)
 
 
+def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The overlapping pairs of ``a (N, 4)`` and ``b (M, 4)`` float64 xyxy boxes, with their IoU.
+
+    Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64, by row
+    then column) and ``iou (P,)`` float64: the pairs whose intersection has
+    positive width and height, IoU ``inter / max(union, 1e-12)``. On the CPU
+    one C++ call sweeps ``b`` by left edge (cost follows the nearby pairs);
+    elsewhere every pair is tested with torch.
+    """
+    _check(
+        a.dim() == 2 and a.shape[1] == 4 and b.dim() == 2 and b.shape[1] == 4,
+        f"boxes must be (N, 4) and (M, 4), got {tuple(a.shape)} and {tuple(b.shape)}",
+    )
+    _check(
+        a.dtype == torch.float64 and b.dtype == torch.float64,
+        f"boxes must be float64, got {a.dtype} and {b.dtype}",
+    )
+    if a.is_cpu and b.is_cpu and _native.enabled("cpu"):
+        rows, cols, iou = torch.ops.streamseg.box_overlap_pairs(a, b)
+        return rows, cols, iou
+    return _ref.box_overlap_pairs(a, b)
+
+
+def native_cpu() -> bool:
+    """Whether the C++ kernels serve CPU tensors (builds or loads them on the first call)."""
+    return _native.enabled("cpu")
+
+
 def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:
     """Check the arguments of a mask paste; the frame's ``(h, w)``."""
     _check(
@@ -382,14 +412,7 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
         return gpu_rle.masks_to_rle(masks)
     if kernels is not None:
         chars, lengths = kernels.mask_to_rle(masks)
-        text = chars.numpy().tobytes().decode("ascii")
-        size = [int(masks.shape[1]), int(masks.shape[2])]
-        out = []
-        start = 0
-        for length in lengths.tolist():
-            out.append({"size": list(size), "counts": text[start : start + length]})
-            start += length
-        return out
+        return _split_strings(chars, lengths, [int(masks.shape[1]), int(masks.shape[2])])
     return _ref.masks_to_rle(masks)
 
 
@@ -419,6 +442,12 @@ def crops_to_rle(
         len(crops) == boxes.shape[0],
         f"crops and boxes must have the same length, got {len(crops)} and {boxes.shape[0]}",
     )
+    native = all(c.is_cpu and c.dtype in (torch.bool, torch.uint8) for c in crops)
+    if crops and native and _native.enabled("cpu"):
+        # One C++ call reads every crop once and writes all strings; it checks
+        # each box and crop as below (ValueError with the same message).
+        chars, lengths = torch.ops.streamseg.crops_to_rle(list(crops), boxes.cpu(), h, w)
+        return _split_strings(chars, lengths, [h, w])
     rows = boxes.tolist()
     for i, ((x0, y0, x1, y1), crop) in enumerate(zip(rows, crops, strict=True)):
         _check(
@@ -430,6 +459,18 @@ def crops_to_rle(
             f"crops[{i}] must be ({y1 - y0}, {x1 - x0}) for its box, got {tuple(crop.shape)}",
         )
     return _rle.crops_to_rle(crops, boxes, (h, w))
+
+
+def _split_strings(chars: Tensor, lengths: Tensor, size: list[int]) -> list[dict[str, Any]]:
+    """The native kernels' packed strings -> ``[{"size": size, "counts": str}]``."""
+    text = chars.numpy().tobytes().decode("ascii")
+    out = []
+    start = 0
+    for length in lengths.tolist():
+        end = start + length
+        out.append({"size": list(size), "counts": text[start:end]})
+        start = end
+    return out
 
 
 def mask_to_rle(mask: Tensor) -> dict[str, Any]:

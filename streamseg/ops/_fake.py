@@ -87,6 +87,23 @@ def _mask_to_rle_fake(masks: Tensor) -> tuple[Tensor, Tensor]:
     return chars, torch.empty((masks.shape[0],), dtype=torch.int64, device="cpu")
 
 
+def _crops_to_rle_fake(
+    crops: list[Tensor], boxes: Tensor, height: int, width: int
+) -> tuple[Tensor, Tensor]:
+    size = torch.library.get_ctx().new_dynamic_size()
+    chars = torch.empty((size,), dtype=torch.uint8, device="cpu")
+    return chars, torch.empty((boxes.shape[0],), dtype=torch.int64, device="cpu")
+
+
+def _box_overlap_pairs_fake(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    size = torch.library.get_ctx().new_dynamic_size()
+    return (
+        a.new_empty((size,), dtype=torch.int64),
+        a.new_empty((size,), dtype=torch.int64),
+        a.new_empty((size,), dtype=torch.float64),
+    )
+
+
 def decode_boxes_fake(
     deltas: Tensor,
     boxes: Tensor,
@@ -124,6 +141,8 @@ _FAKES: dict[str, Callable[..., Any]] = {
     "streamseg::paste_masks": paste_masks_fake,
     "streamseg::paste_masks_binary": paste_masks_binary_fake,
     "streamseg::mask_to_rle": _mask_to_rle_fake,
+    "streamseg::crops_to_rle": _crops_to_rle_fake,
+    "streamseg::box_overlap_pairs": _box_overlap_pairs_fake,
     "streamseg::decode_boxes": decode_boxes_fake,
 }
 

@@ -25,6 +25,7 @@ __all__ = [
     "batched_nms",
     "box_area",
     "box_iou",
+    "box_overlap_pairs",
     "clip_boxes",
     "decode_boxes",
     "encode_boxes",
@@ -67,6 +68,19 @@ def box_iou(a: Tensor, b: Tensor) -> Tensor:
     wh = (rb - lt).clamp(min=0)
     inter = wh[..., 0] * wh[..., 1]
     return inter / (area_a[:, None] + area_b[None, :] - inter)
+
+
+def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Overlapping pairs of ``a (N, 4)`` and ``b (M, 4)`` xyxy with their IoU, every
+    pair tested: ``rows, cols`` (by row, then column) and ``inter / max(union, 1e-12)``."""
+    iw = torch.min(a[:, None, 2], b[None, :, 2]) - torch.max(a[:, None, 0], b[None, :, 0])
+    ih = torch.min(a[:, None, 3], b[None, :, 3]) - torch.max(a[:, None, 1], b[None, :, 1])
+    rows, cols = torch.nonzero((iw > 0) & (ih > 0), as_tuple=True)
+    inter = iw[rows, cols] * ih[rows, cols]
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[rows] + area_b[cols] - inter
+    return rows, cols, inter / torch.clamp(union, min=1e-12)
 
 
 def clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:

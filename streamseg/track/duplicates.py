@@ -38,11 +38,11 @@ def close_detections(boxes: F64, grid: Tensor | None, least: float) -> Pairs:
     if grid is None:
         return close_pairs(boxes, least)
     r, c, _ = overlap_pairs(boxes, boxes)
-    upper = np.flatnonzero(r < c)
+    upper = (r < c).nonzero()[0]
     r, c = r[upper], c[upper]
     if len(r):
         iou = grid_iou(grid[torch.from_numpy(r)], grid[torch.from_numpy(c)])
-        close = np.flatnonzero(iou >= least)
+        close = (iou >= least).nonzero()[0]
         r, c = r[close], c[close]
     return r, c
 
@@ -58,7 +58,7 @@ def shadowed(det_of: I64, close: Pairs, ids: I64) -> Bool:
     if len(i) == 0:
         return out
     track_of = np.full(int(max(i.max(), j.max())) + 1, -1, np.int64)
-    rows = np.flatnonzero(det_of >= 0)
+    rows = (det_of >= 0).nonzero()[0]
     inside = det_of[rows] < len(track_of)
     track_of[det_of[rows[inside]]] = rows[inside]
     ti, tj = track_of[i], track_of[j]

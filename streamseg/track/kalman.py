@@ -39,19 +39,15 @@ def boxes_to_xywh(boxes: F64) -> F64:
 
 def xywh_to_boxes(xywh: F64) -> F64:
     """``(N, 4)`` centre/size -> ``(N, 4)`` xyxy (sizes floored at 1 pixel)."""
-    half_w = np.maximum(xywh[:, 2], MIN_SIZE) * 0.5
-    half_h = np.maximum(xywh[:, 3], MIN_SIZE) * 0.5
-    return np.stack(
-        (xywh[:, 0] - half_w, xywh[:, 1] - half_h, xywh[:, 0] + half_w, xywh[:, 1] + half_h),
-        axis=1,
-    )
+    half = np.maximum(xywh[:, 2:4], MIN_SIZE) * 0.5
+    centre = xywh[:, :2]
+    return np.concatenate((centre - half, centre + half), axis=1)
 
 
 def _size_scale(xywh: F64) -> F64:
     """``(N, 4)`` per-coordinate scale ``(w, h, w, h)`` for the noise."""
-    w = np.maximum(xywh[:, 2], MIN_SIZE)
-    h = np.maximum(xywh[:, 3], MIN_SIZE)
-    return np.stack((w, h, w, h), axis=1)
+    size = np.maximum(xywh[:, 2:4], MIN_SIZE)
+    return np.concatenate((size, size), axis=1)
 
 
 class KalmanBoxes:

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
+from streamseg import ops
 from streamseg.types import MaskCrops, mask_grid
 
 __all__ = [
@@ -47,13 +48,21 @@ def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
     """The pairs of ``a (N, 4)`` and ``b (M, 4)`` xyxy boxes that overlap, with their IoU.
 
     Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64) and
-    ``iou (P,)`` > 0, rows ascending. Up to ``DENSE_PAIRS`` pairs every pair
-    is tested; beyond, only the boxes of ``b`` near each box of ``a`` are
-    (see :func:`_near_pairs`), so the cost follows the number of nearby
-    pairs, not ``N * M``.
+    ``iou (P,)`` > 0, rows ascending. With the native kernels this is one
+    C++ call (:func:`streamseg.ops.box_overlap_pairs`: a sweep by left
+    edge, columns ascending within a row). Without, up to ``DENSE_PAIRS``
+    pairs every pair is tested (the same order and floats); beyond, only
+    the boxes of ``b`` near each box of ``a`` are (see :func:`_near_pairs`),
+    so the cost follows the number of nearby pairs, not ``N * M``.
     """
     if len(a) == 0 or len(b) == 0:
         return _NO_PAIRS
+    if ops.native_cpu():
+        # One C++ call: the same pairs and IoU floats as below, by row then column.
+        ta = torch.from_numpy(np.ascontiguousarray(a, np.float64))
+        tb = torch.from_numpy(np.ascontiguousarray(b, np.float64))
+        r, c, v = ops.box_overlap_pairs(ta, tb)
+        return r.numpy(), c.numpy(), v.numpy()
     if len(a) * len(b) <= DENSE_PAIRS:
         iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
         ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
@@ -63,7 +72,7 @@ def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
         rows, cols = _near_pairs(a, b)
         iw = np.minimum(a[rows, 2], b[cols, 2]) - np.maximum(a[rows, 0], b[cols, 0])
         ih = np.minimum(a[rows, 3], b[cols, 3]) - np.maximum(a[rows, 1], b[cols, 1])
-        hit = np.flatnonzero((iw > 0) & (ih > 0))
+        hit = ((iw > 0) & (ih > 0)).nonzero()[0]
         rows, cols, iw, ih = rows[hit], cols[hit], iw[hit], ih[hit]
     inter = iw * ih
     area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
@@ -109,14 +118,22 @@ def _near_pairs(a: F64, b: F64) -> tuple[I64, I64]:
 def close_pairs(boxes: F64, min_iou: float) -> tuple[I64, I64]:
     """Pairs ``(i, j)``, ``i < j``, of ``boxes (N, 4)`` xyxy whose IoU is at least ``min_iou > 0``.
 
-    Two boxes overlap that much only if their left edges are within
-    ``(1 - min_iou)`` of the wider one's width (else even full height
-    overlap leaves too little), so after sorting by left edge each box is
-    compared with the few that follow it within that distance.
+    With the native kernels, the pairs of :func:`streamseg.ops.box_overlap_pairs`
+    (by ``i``, then ``j``). Without: two boxes overlap that much only if
+    their left edges are within ``(1 - min_iou)`` of the wider one's width
+    (else even full height overlap leaves too little), so after sorting by
+    left edge each box is compared with the few that follow it within that
+    distance.
     """
     n = len(boxes)
     if n < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if ops.native_cpu():
+        # Every overlapping pair from one C++ sweep, each pair kept once.
+        t = torch.from_numpy(np.ascontiguousarray(boxes, np.float64))
+        r, c, v = (x.numpy() for x in ops.box_overlap_pairs(t, t))
+        keep = (r < c) & (v >= min_iou)
+        return r[keep], c[keep]
     x1 = boxes[:, 0]
     order = np.argsort(x1, kind="stable")
     sx = x1[order]
@@ -259,12 +276,12 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     cols_in = np.bincount(label[n_rows:], minlength=n_groups)
     star = (rows_in[group] == 1) | (cols_in[group] == 1)
     # A one-row (or one-column) group: its cheapest pair.
-    s_idx = np.flatnonzero(star)
+    s_idx = star.nonzero()[0]
     order = s_idx[np.lexsort((cost[s_idx], group[s_idx]))]
     first = np.ones(len(order), bool)
     first[1:] = group[order][1:] != group[order][:-1]
     out = [(ri[order[first]], ci[order[first]])]
-    rest = np.flatnonzero(~star)
+    rest = (~star).nonzero()[0]
     if len(rest) == 0:
         return out
     # Pack groups in order: a new problem every ~sqrt(DENSE_LIMIT) rows + columns.
@@ -280,7 +297,7 @@ def _solve_shared(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> list
     c_local = _rank_within(c_pack)
     p = pack[group[rest]]
     order = rest[np.argsort(p, kind="stable")]
-    bounds = np.flatnonzero(np.diff(p[np.argsort(p, kind="stable")])) + 1
+    bounds = np.diff(p[np.argsort(p, kind="stable")]).nonzero()[0] + 1
     for chunk in np.split(order, bounds):
         lr, lc = r_local[ri[chunk]], c_local[ci[chunk]]
         a, b = _dense(lr, lc, cost[chunk], int(lr.max()) + 1, int(lc.max()) + 1)
@@ -324,7 +341,7 @@ def _pairs_at(lr: I64, lc: I64, a: I64, b: I64) -> I64:
     width = int(lc.max()) + 1
     chosen = np.zeros((int(lr.max()) + 1) * width, bool)
     chosen[a * width + b] = True
-    return np.flatnonzero(chosen[lr * width + lc])
+    return chosen[lr * width + lc].nonzero()[0]
 
 
 def _dense(ri: I64, ci: I64, cost: F64, n_rows: int, n_cols: int) -> tuple[I64, I64]:

@@ -150,13 +150,13 @@ class ByteTracker:
 
         copies = self._copies(det_of, close)
         det_of[copies] = -1
-        matched = np.flatnonzero(det_of >= 0)
+        matched = (det_of >= 0).nonzero()[0]
         t.det[matched] = det_of[matched]
         self._correct(matched, det_of[matched], frame.time, boxes, scores, labels, grid)
         gone = np.zeros(len(t), bool)
         gone[copies] = True
         removed = removed + self._miss(det_of < 0, gone)
-        starters = np.flatnonzero(~taken & (scores >= max(s.new_track_score, s.low_score)))
+        starters = (~taken & (scores >= max(s.new_track_score, s.low_score))).nonzero()[0]
         starters = first_reports(starters, det_of[matched], scores, close)
         self._start(starters, frame.time, boxes, scores, labels, grid)
         return self._output(frame, len(boxes), masks, scores, removed)
@@ -188,7 +188,7 @@ class ByteTracker:
         t = self.table
         gone = [
             (int(t.ids[i]), t.last_box[i].copy(), int(t.label(int(i))), float(t.score[i]))
-            for i in np.flatnonzero(drop & (t.state != TENTATIVE))
+            for i in (drop & (t.state != TENTATIVE)).nonzero()[0]
         ]
         keep = ~drop
         t.select(keep)
@@ -203,7 +203,7 @@ class ByteTracker:
         """
         t = self.table
         t.shadowed = np.where(shadowed(det_of, close, t.ids), t.shadowed + 1, 0)
-        return np.flatnonzero(t.shadowed >= self.settings.duplicate_frames)
+        return (t.shadowed >= self.settings.duplicate_frames).nonzero()[0]
 
     def _det_grid(self, size: tuple[int, int], masks: Tensor | MaskCrops | None) -> Tensor | None:
         if self.settings.match != "mask_iou" or masks is None:
@@ -226,14 +226,14 @@ class ByteTracker:
         """
         t = self.table
         r, c, iou = overlap_pairs(pred, boxes)
-        lost = np.flatnonzero(t.state == LOST)
+        lost = (t.state == LOST).nonzero()[0]
         if len(lost):
             r2, c2, iou2 = overlap_pairs(t.last_box[lost], boxes)
             r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
             iou = self._mask_iou(pred, r, c, iou, grid)
         if self.settings.class_aware:
-            same = np.flatnonzero(t.labels()[r] == labels[c])
+            same = (t.labels()[r] == labels[c]).nonzero()[0]
             r, c, iou = r[same], c[same], iou[same]
         return r, c, iou
 
@@ -248,13 +248,13 @@ class ByteTracker:
         box the track expects, so its IoU with that box falls.
         """
         out = np.zeros(len(r), bool)
-        k = np.flatnonzero(cand)
+        k = cand.nonzero()[0]
         if len(k) == 0:
             return out
         rows, det = r[k], boxes[c[k]]
         area = np.maximum((det[:, 2] - det[:, 0]) * (det[:, 3] - det[:, 1]), 1e-12)
         share = _intersection(pred[rows], det) / area
-        lost = np.flatnonzero(self.table.state[rows] == LOST)
+        lost = (self.table.state[rows] == LOST).nonzero()[0]
         if len(lost):
             last = _intersection(self.table.last_box[rows[lost]], det[lost]) / area[lost]
             share[lost] = np.maximum(share[lost], last)
@@ -279,8 +279,8 @@ class ByteTracker:
         track, if the classes agree; nearest first (optimal assignment).
         """
         t = self.table
-        rows = np.flatnonzero((t.state == LOST) & (det_of < 0))
-        dets = np.flatnonzero(usable & ~taken)
+        rows = ((t.state == LOST) & (det_of < 0)).nonzero()[0]
+        dets = (usable & ~taken).nonzero()[0]
         if len(rows) == 0 or len(dets) == 0:
             return
         size = np.maximum(pred[rows, 2:] - pred[rows, :2], 1.0).max(1)
@@ -312,7 +312,7 @@ class ByteTracker:
 
         Cost ``1 - IoU``, or ``1 - IoU * score`` when ``scores`` are given.
         """
-        sel = np.flatnonzero(allowed)
+        sel = allowed.nonzero()[0]
         if len(sel) == 0:
             return
         rows, cols = r[sel], c[sel]
@@ -387,12 +387,20 @@ class ByteTracker:
         removed: list[tuple[int, F64, int, float]],
     ) -> TrackerOutput:
         t = self.table
-        seen = np.flatnonzero(t.det >= 0)
+        seen = (t.det >= 0).nonzero()[0]
         track_ids = np.full(n, -1, np.int64)
         shown = seen if self.settings.publish_tentative else seen[t.state[seen] == CONFIRMED]
         track_ids[t.det[shown]] = t.ids[shown]
         conf = seen[t.state[seen] == CONFIRMED]
         det = t.det[conf]
+        gone = {}  # the view's defaults (empty arrays) when nothing was removed
+        if removed:
+            gone = {
+                "removed_ids": np.array([r[0] for r in removed], np.int64),
+                "removed_boxes": np.array([r[1] for r in removed]).reshape(-1, 4),
+                "removed_labels": np.array([r[2] for r in removed], np.int64),
+                "removed_scores": np.array([r[3] for r in removed]),
+            }
         view = TrackView(
             frame=frame,
             ids=t.ids[conf],
@@ -405,10 +413,7 @@ class ByteTracker:
             scores=t.score[conf],
             det_scores=scores[det],
             masks=masks,
-            removed_ids=np.array([r[0] for r in removed], np.int64),
-            removed_boxes=np.array([r[1] for r in removed]).reshape(-1, 4),
-            removed_labels=np.array([r[2] for r in removed], np.int64),
-            removed_scores=np.array([r[3] for r in removed]),
+            **gone,
         )
         return TrackerOutput(track_ids, view)
 

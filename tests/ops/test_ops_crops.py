@@ -11,6 +11,7 @@ from pycocotools import mask as coco_mask
 
 from streamseg import ops
 from streamseg.ops import reference as ref
+from streamseg.ops import rle as numpy_rle
 
 Box = tuple[int, int, int, int]
 
@@ -31,10 +32,13 @@ def coco_strings(masks: torch.Tensor) -> list[str]:
 
 
 def check(crops: list[torch.Tensor], boxes: list[Box], size: tuple[int, int]) -> None:
-    """crops_to_rle == pycocotools == today's masks_to_rle (native and reference), byte for byte."""
-    got = ops.crops_to_rle(crops, torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4), size)
+    """crops_to_rle (C++ and numpy) == pycocotools == masks_to_rle (native and reference),
+    byte for byte."""
+    box_tensor = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
+    got = ops.crops_to_rle(crops, box_tensor, size)
     full = frame_masks(crops, boxes, size)
     assert [r["counts"] for r in got] == coco_strings(full)
+    assert got == numpy_rle.crops_to_rle(crops, box_tensor, size)
     assert got == ops.masks_to_rle(full)
     assert got == ref.masks_to_rle(full)
     assert all(r["size"] == list(size) for r in got)
@@ -101,6 +105,21 @@ def test_crops_to_rle_large_frame_counts() -> None:
     boxes = [(1770, 980, 1920, 1080), (0, 0, 150, 100), (900, 500, 1050, 600)]
     check([blob, blob, blob], boxes, size)
     check([], [], size)
+
+
+def test_crops_to_rle_reads_strided_and_byte_crops() -> None:
+    """Views into a larger mask (row and column strides) and 0/1 bytes read as bools."""
+    size = (40, 50)
+    gen = torch.Generator().manual_seed(5)
+    big = torch.rand((30, 60), generator=gen) > 0.4
+    crops = [big[2:20, 5:17], big[::2, ::3][:10, :12], big.t()[10:25, 3:20], big[:7, :9].byte() * 3]
+    boxes = [(0, 0, 12, 18), (38, 30, 50, 40), (10, 5, 27, 20), (41, 0, 50, 7)]
+    assert not crops[1].is_contiguous() and not crops[2].is_contiguous()
+    check([c.bool() if c.dtype != torch.bool else c for c in crops], boxes, size)
+    box_tensor = torch.tensor(boxes)
+    assert ops.crops_to_rle(crops, box_tensor, size) == ops.crops_to_rle(
+        [c.bool() for c in crops], box_tensor, size
+    )
 
 
 def test_crops_to_rle_rejects_bad_input() -> None:

@@ -142,7 +142,7 @@ def test_lost_inside_and_gone_exits_with_reason_lost() -> None:
 
 
 def test_exit_on_lost_off() -> None:
-    d = zone_driver({"type": "zone", "exit_on_lost": False}, given_ids=False, max_lost_seconds=0.2)
+    d = zone_driver({"type": "zone", "exit_on_lost": False}, given_ids=False, max_lost_seconds=0.15)
     d.run([[box_at(x, 50, 20, 20) for x in (50, 60, 70, 80)]])
     assert all(d.step([]) == [] for _ in range(5))
 
@@ -302,3 +302,49 @@ def test_occupancy_is_reported() -> None:
     d.step([box_at(100, 50), box_at(110, 50), box_at(20, 50)], ids=[1, 2, 3])
     obs = list(d.stage.occupancy_observations())
     assert obs == [(2, {"camera": "cam", "rule": "r0", "zone": "bay"})]
+
+
+def test_rules_sharing_a_zone_state_fire_as_each_alone() -> None:
+    """Zone, dwell and crowding rules on one zone with the same test and filters share
+    their inside states (stepped once per frame); another filter keeps its own. Each
+    fires as it does on its own, removed tracks and occupancies included."""
+    rules = [
+        {"type": "zone"},
+        {"type": "crowding", "max_occupancy": 3},
+        {"type": "dwell", "seconds": 0.3},
+        {"type": "zone", "min_score": 0.8},
+        {"type": "zone", "band": 4.0},
+    ]
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(6, generator=gen) * 160 + 20  # six objects walking about
+    frames = []
+    for _ in range(60):
+        x = (x + torch.randn(6, generator=gen) * 12).clamp(10, 190)
+        seen = torch.nonzero(torch.rand(6, generator=gen) < 0.7)[:, 0].tolist()
+        scores = (torch.rand(len(seen), generator=gen) * 0.5 + 0.5).tolist()
+        boxes = [box_at(float(x[k]), 50, 20, 20) for k in seen]
+        frames.append((boxes, scores, [k + 1 for k in seen]))
+
+    def run(specs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        d = zone_driver(*specs, given_ids=True, max_lost_seconds=0.15)
+        out = []
+        for boxes, scores, ids in frames:
+            for e in d.step(boxes, scores=scores, ids=ids):
+                out.append((e.frame_seq, e.rule, e.kind, e.track_id, e.count, dict(e.extra)))
+        return out
+
+    together = run(rules)
+    alone = []
+    for i, spec in enumerate(rules):
+        # Name each rule as in the shared run (r0, r1, ...) to compare events.
+        d_events = run([{"type": "zone", "classes": ["dog"]}] * i + [spec])
+        alone += [e for e in d_events if e[1] == f"r{i}"]
+    assert {e[2] for e in together} >= {"enter", "exit", "crowding", "crowding_end", "dwell"}
+    assert any(e[5].get("reason") == "lost" for e in together)
+    # The shared run's order: by frame, then by rule.
+    assert together == sorted(alone, key=lambda e: (e[0], int(e[1][1:])))
+    driver = zone_driver(*rules)
+    driver.step([box_at(100, 50)], ids=[1])
+    shared = driver.stage.cameras["cam"].rules
+    assert shared is not None
+    assert len({id(getattr(r, "state")) for r in shared.rules}) == 3  # noqa: B009

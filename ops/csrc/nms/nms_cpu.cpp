@@ -10,7 +10,10 @@
 #include <ATen/ops/sort.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <numeric>
+#include <tuple>
 #include <vector>
 
 namespace streamseg {
@@ -112,6 +115,89 @@ at::Tensor batched_nms_cpu(
   TORCH_CHECK(idxs.dim() == 1 && idxs.size(0) == boxes.size(0), "idxs must be (N,)");
   const at::Tensor cls = idxs.to(at::kLong).contiguous();
   return nms_impl(boxes.contiguous(), scores.contiguous(), &cls, iou_threshold);
+}
+
+namespace {
+
+bool has_nan(const double* box) {
+  return std::isnan(box[0]) || std::isnan(box[1]) || std::isnan(box[2]) || std::isnan(box[3]);
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
+    const at::Tensor& a_in, const at::Tensor& b_in) {
+  TORCH_CHECK(a_in.dim() == 2 && a_in.size(1) == 4, "a must be (N, 4), got ", a_in.sizes());
+  TORCH_CHECK(b_in.dim() == 2 && b_in.size(1) == 4, "b must be (M, 4), got ", b_in.sizes());
+  TORCH_CHECK(
+      a_in.scalar_type() == at::kDouble && b_in.scalar_type() == at::kDouble,
+      "boxes must be float64");
+  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const int64_t n = a.size(0), m = b.size(0);
+  const double* pa = a.const_data_ptr<double>();
+  const double* pb = b.const_data_ptr<double>();
+  // b by left edge; the widest b bounds how far left an overlapping one starts.
+  // Boxes with NaN or infinite edges fall back to testing every pair.
+  bool finite = true;
+  double widest = 0.0;
+  for (int64_t j = 0; j < m; ++j) {
+    const double* q = pb + 4 * j;
+    finite = finite && std::isfinite(q[0]) && std::isfinite(q[1]) && std::isfinite(q[2]) &&
+             std::isfinite(q[3]);
+    widest = std::max(widest, q[2] - q[0]);
+  }
+  std::vector<int64_t> order(static_cast<size_t>(m));
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<double> left(static_cast<size_t>(m));
+  if (finite) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t i, int64_t j) { return pb[4 * i] < pb[4 * j]; });
+    for (int64_t k = 0; k < m; ++k) left[k] = pb[4 * order[k]];
+  }
+  std::vector<int64_t> rows, cols, row_cols;
+  std::vector<double> ious;
+  for (int64_t i = 0; i < n; ++i) {
+    const double* p = pa + 4 * i;
+    int64_t lo = 0, hi = m;
+    if (finite && std::isfinite(p[0]) && std::isfinite(p[2])) {
+      // A b box overlaps only if its left edge is in (p.x1 - widest, p.x2);
+      // a pixel of slack on the left for rounding (candidates are tested).
+      lo = std::upper_bound(left.begin(), left.end(), p[0] - widest - 1.0) - left.begin();
+      hi = std::lower_bound(left.begin(), left.end(), p[2]) - left.begin();
+    }
+    row_cols.clear();
+    // A box with a NaN edge overlaps nothing (numpy's min and max pass NaN on).
+    if (has_nan(p)) continue;
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t j = finite ? order[k] : k;
+      const double* q = pb + 4 * j;
+      if (!finite && has_nan(q)) continue;
+      const double iw = std::min(p[2], q[2]) - std::max(p[0], q[0]);
+      const double ih = std::min(p[3], q[3]) - std::max(p[1], q[1]);
+      if (iw > 0 && ih > 0) row_cols.push_back(j);
+    }
+    std::sort(row_cols.begin(), row_cols.end());
+    const double area_a = (p[2] - p[0]) * (p[3] - p[1]);
+    for (int64_t j : row_cols) {
+      const double* q = pb + 4 * j;
+      const double iw = std::min(p[2], q[2]) - std::max(p[0], q[0]);
+      const double ih = std::min(p[3], q[3]) - std::max(p[1], q[1]);
+      const double inter = iw * ih;
+      const double area_b = (q[2] - q[0]) * (q[3] - q[1]);
+      const double uni = area_a + area_b - inter;
+      rows.push_back(i);
+      cols.push_back(j);
+      ious.push_back(inter / (uni < 1e-12 ? 1e-12 : uni));
+    }
+  }
+  const int64_t p = static_cast<int64_t>(rows.size());
+  at::Tensor out_rows = at::empty({p}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor out_cols = at::empty({p}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor out_iou = at::empty({p}, at::TensorOptions().dtype(at::kDouble));
+  std::copy(rows.begin(), rows.end(), out_rows.mutable_data_ptr<int64_t>());
+  std::copy(cols.begin(), cols.end(), out_cols.mutable_data_ptr<int64_t>());
+  std::copy(ious.begin(), ious.end(), out_iou.mutable_data_ptr<double>());
+  return {out_rows, out_cols, out_iou};
 }
 
 }  // namespace streamseg

@@ -19,8 +19,16 @@ namespace streamseg {
 
 std::tuple<at::Tensor, at::Tensor> mask_to_rle_cpu(const at::Tensor& masks);
 
+// Box-local crops -> the frame-size masks' strings, as mask_to_rle gives
+// them: crops[i] bool (or 0/1 bytes) (y1 - y0, x1 - x0) at boxes[i]
+// (int64 x0, y0, x1, y1, exclusive ends, inside the height x width frame),
+// zero elsewhere. Only the crops' pixels are read.
+std::tuple<at::Tensor, at::Tensor> crops_to_rle_cpu(
+    at::TensorList crops, const at::Tensor& boxes, int64_t height, int64_t width);
+
 // Append the COCO string of run lengths `counts` to `out`.
 inline void append_coco_string(const std::vector<int64_t>& counts, std::string& out) {
+  out.reserve(out.size() + 4 * counts.size());
   for (size_t i = 0; i < counts.size(); ++i) {
     int64_t x = counts[i];
     if (i > 2) x -= counts[i - 2];

@@ -114,7 +114,7 @@ class RuleBase:
             ok &= allowed[labels]
         if ok.all():
             return np.arange(len(view), dtype=np.int64)
-        return np.flatnonzero(ok)
+        return ok.nonzero()[0]
 
     def cooled(self, track_id: int, kind: str, now: float) -> bool:
         """True (and the time recorded) when ``track_id`` may trigger ``kind`` now."""

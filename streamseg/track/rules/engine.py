@@ -21,6 +21,7 @@ from streamseg.config import alerts as cfg
 from streamseg.geometry import Polygon, Segment
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.membership import Membership
+from streamseg.track.rules.zones import ZoneState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
@@ -66,6 +67,7 @@ class CameraRules:
         ]
         self.rules: list[RuleBase] = []
         self._zones: dict[str, Polygon] = {}
+        self._zone_states: dict[tuple[Any, ...], ZoneState] = {}
         self._size: tuple[int, int] | None = None
 
     def update(self, view: TrackView) -> list[Event]:
@@ -97,6 +99,7 @@ class CameraRules:
             )
         self._size = size
         self._zones = {}  # one per zone: rules share its per-frame depths
+        self._zone_states = {}  # one per zone, test and filters: rules share inside states
         self.rules = [
             self._rule(rule, labels, size)
             for rule, labels in zip(self.config.rules, self._labels, strict=True)
@@ -134,6 +137,7 @@ class CameraRules:
             common=common,
             polygon=lambda name: self._polygon(name, size),
             line=lambda name: self._line(name, size),
+            zone_states=self._zone_states,
         )
         built: RuleBase = rule_class(rule).from_config(rule, context)
         return built
@@ -164,22 +168,39 @@ class RuleContext:
             camera's rules on that zone).
         line: a line's segment in frame pixels and its ``in`` sign (``+1``
             for ``in_side: right``), by name.
+        zone_states: the camera's :class:`ZoneState` by zone, membership
+            test and filters (rules that would keep the same states share one).
     """
 
     common: dict[str, Any]
     polygon: Callable[[str], Polygon]
     line: Callable[[str], tuple[Segment, int]]
+    zone_states: dict[tuple[Any, ...], ZoneState] = dataclasses.field(default_factory=dict)
 
     def zone_options(self, rule: Any) -> dict[str, Any]:
-        """``common`` plus ``zone`` and its ``membership`` test, for rules on a zone."""
-        membership = Membership(
-            polygon=self.polygon(rule.zone),
-            anchor=rule.anchor,
-            band=rule.band,
-            mask_fraction=rule.mask_fraction,
-            mask_band=rule.mask_band,
+        """``common`` plus ``zone`` and its inside ``state`` (with the membership
+        test), for rules on a zone."""
+        labels = self.common["labels"]
+        key = (
+            rule.zone,
+            rule.anchor,
+            rule.band,
+            rule.mask_fraction,
+            rule.mask_band,
+            self.common["min_score"],
+            None if labels is None else tuple(labels.tolist()),
         )
-        return {**self.common, "zone": rule.zone, "membership": membership}
+        state = self.zone_states.get(key)
+        if state is None:
+            membership = Membership(
+                polygon=self.polygon(rule.zone),
+                anchor=rule.anchor,
+                band=rule.band,
+                mask_fraction=rule.mask_fraction,
+                mask_band=rule.mask_band,
+            )
+            state = self.zone_states[key] = ZoneState(membership)
+        return {**self.common, "zone": rule.zone, "state": state}
 
 
 def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:

@@ -63,7 +63,9 @@ class IdState:
 
     def set(self, ids: I64, values: ArrayLike, slots: Slots | None = None) -> None:
         """Store ``values (K,)`` for distinct ``ids (K,)`` (``slots``: from ``find(ids)``)."""
-        vals = np.broadcast_to(np.asarray(values, np.int8), ids.shape)
+        vals = np.asarray(values, np.int8)
+        if vals.shape != ids.shape:  # a scalar for all (broadcast_to costs ~2 us)
+            vals = np.broadcast_to(vals, ids.shape)
         pos, found = self.find(ids) if slots is None else slots
         if found.all():
             self._values[pos] = vals

@@ -106,17 +106,17 @@ class LineRule(RuleBase):
         d = end @ self._normal - self._offset
         side = code % 4 - 1
         pending = code >= 4
-        new = np.flatnonzero(side == 2)
+        new = (side == 2).nonzero()[0]
         if len(new):
             # A track new to this rule starts from its previous observation, if any.
             side[new] = np.where(np.abs(d0[new]) > self.band, np.sign(d0[new]), 0)
         # Only a path with ends on both sides of the line (or on it) can touch it.
-        near = np.flatnonzero((d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS))
+        near = ((d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS)).nonzero()[0]
         if len(near):
             pending[near] |= self.segment.touched_by(start[near], end[near])
         clear = np.abs(d) > self.band
         to = np.sign(d).astype(np.int8)
-        crossed = np.flatnonzero(clear & pending & (side != 0) & (to != side))
+        crossed = (clear & pending & (side != 0) & (to != side)).nonzero()[0]
         side = np.where(clear, to, side)
         pending &= ~clear
         self.state.set(ids, (side + 1) + 4 * pending.view(np.int8), slots)

@@ -110,7 +110,7 @@ class Membership:
         points = anchors if len(idx) == len(anchors) else anchors[idx]
         sure = self._cells.classify(points)
         out: Bool = sure == IN
-        unsure = np.flatnonzero(sure == UNKNOWN)
+        unsure = (sure == UNKNOWN).nonzero()[0]
         if len(unsure) > FEW:
             depth = self.polygon.depth(points[unsure])
             out[unsure] = depth >= self._least_depth[prev[unsure] + 1]

@@ -2,7 +2,9 @@
 
 Per-track state lives in dicts keyed by track id; geometry is vectorised
 over the frame's tracks (``Membership.step``) and Python only loops over
-tracks whose state changed. State persists while a track is lost: a track
+tracks whose state changed. Rules that would keep the same inside states
+(same zone, test and filters) share one ``ZoneState``, stepped once per
+frame. State persists while a track is lost: a track
 hidden inside a zone and found again stays inside (no exit/enter pair).
 """
 
@@ -22,19 +24,81 @@ from streamseg.types import Event
 if TYPE_CHECKING:
     from streamseg.track.rules.engine import RuleContext
 
-__all__ = ["CrowdingRule", "DwellRule", "ZoneRule"]
+__all__ = ["CrowdingRule", "DwellRule", "ZoneRule", "ZoneState"]
 
 I64 = NDArray[np.int64]
 
 
-class _ZoneTracking(RuleBase):
-    """Keeps ``inside`` (track id -> 0/1) and ``since`` (id -> time inside began)."""
+class ZoneState:
+    """Which tracks are in a zone, shared by the rules that would keep the same state.
 
-    def __init__(self, *, zone: str, membership: Membership, **common: Any) -> None:
+    Rules on one zone with the same membership test (anchor and band, or
+    mask share) and the same class and score filters see the same tracks
+    go in and out: their inside states (track id -> OUT / IN) are one
+    ``IdState``, stepped once per frame (``advance``) and cleared of removed
+    tracks once (``drop``); every rule reads the frame's answer.
+    """
+
+    def __init__(self, membership: Membership) -> None:
+        self.membership = membership
+        self.inside = IdState(default=UNKNOWN)
+        # The frame's view and answers: each rule calls with the same view.
+        self._view: TrackView | None = None
+        self._advanced: tuple[NDArray[np.int8], NDArray[np.bool_], I64] | None = None
+        self._seen: int | None = None
+        self._dropped: NDArray[np.int8] | None = None
+
+    def advance(self, view: TrackView, idx: I64) -> tuple[NDArray[np.int8], NDArray[np.bool_], I64]:
+        """Previous and new inside states of tracks ``idx`` of ``view``, and which changed.
+
+        Returns ``prev (K,)`` (-1/0/1), ``now_in (K,)`` bool and ``moved``:
+        positions into ``idx`` whose state changed (first sightings
+        included). Stores the new states (once per frame).
+        """
+        self._new_frame(view)
+        if self._advanced is None:
+            ids = view.ids if len(idx) == len(view) else view.ids[idx]
+            slots = self.inside.find(ids)
+            prev = self.inside.get(ids, slots)
+            now_in = self.membership.step(view, idx, prev)
+            # OUT = 0 and IN = 1 are the bool's own bytes. A track seen for the
+            # first time (UNKNOWN) is stored either way, so that its next frames
+            # use the hysteresis and it is never again "first seen".
+            code = now_in.view(np.int8)
+            moved = (code != prev).nonzero()[0]
+            if len(moved):
+                self.inside.set(ids, code, slots)
+            if len(view.removed_ids):
+                self._seen = self.inside.count(IN)
+            self._advanced = (prev, now_in, moved)
+        return self._advanced
+
+    def seen(self) -> int:
+        """Tracks inside after this frame's observations, before removed tracks leave."""
+        return self.inside.count(IN) if self._seen is None else self._seen
+
+    def drop(self, view: TrackView) -> NDArray[np.int8]:
+        """Forget ``view``'s removed tracks (once per frame); their states before."""
+        self._new_frame(view)
+        if self._dropped is None:
+            self._dropped = self.inside.drop(view.removed_ids)
+        return self._dropped
+
+    def _new_frame(self, view: TrackView) -> None:
+        if view is not self._view:
+            self._view = view
+            self._advanced = self._seen = self._dropped = None
+
+
+class _ZoneTracking(RuleBase):
+    """Keeps ``since`` (id -> time inside began); the inside states are ``state``'s."""
+
+    def __init__(self, *, zone: str, state: ZoneState, **common: Any) -> None:
         super().__init__(**common)
         self.zone = zone
-        self.membership = membership
-        self.inside = IdState(default=UNKNOWN)  # track id -> OUT / IN
+        self.state = state
+        self.membership = state.membership
+        self.inside = state.inside
         self.since: dict[int, float] = {}
 
     def _advance(self, view: TrackView) -> tuple[I64, NDArray[np.int8], NDArray[np.bool_], I64]:
@@ -42,20 +106,10 @@ class _ZoneTracking(RuleBase):
 
         Returns ``idx (K,)`` positions in ``view``, ``prev (K,)`` (-1/0/1),
         ``now_in (K,)`` bool and ``moved``: positions into ``idx`` whose
-        state changed (first sightings included). Stores the new states.
+        state changed (first sightings included).
         """
         idx = self.eligible(view)
-        ids = view.ids if len(idx) == len(view) else view.ids[idx]
-        slots = self.inside.find(ids)
-        prev = self.inside.get(ids, slots)
-        now_in = self.membership.step(view, idx, prev)
-        # OUT = 0 and IN = 1 are the bool's own bytes. A track seen for the
-        # first time (UNKNOWN) is stored either way, so that its next frames
-        # use the hysteresis and it is never again "first seen".
-        code = now_in.view(np.int8)
-        moved = np.flatnonzero(code != prev)
-        if len(moved):
-            self.inside.set(ids, code, slots)
+        prev, now_in, moved = self.state.advance(view, idx)
         return idx, prev, now_in, moved
 
     def _drop_removed(self, view: TrackView) -> list[tuple[int, int, float]]:
@@ -63,7 +117,7 @@ class _ZoneTracking(RuleBase):
         if len(view.removed_ids) == 0:
             return []
         out = []
-        was = self.inside.drop(view.removed_ids)
+        was = self.state.drop(view)
         for r, tid in enumerate(view.removed_ids.tolist()):
             since = self.since.pop(tid, view.frame.time)
             if was[r] == IN:
@@ -136,7 +190,7 @@ class ZoneRule(_ZoneTracking):
     def _emit(self, kind: str, view: TrackView, i: int, extra: dict[str, Any]) -> list[Event]:
         if kind not in self.kinds or not self.cooled(int(view.ids[i]), kind, view.frame.time):
             return []
-        extra["occupancy"] = self.occupancy()
+        extra["occupancy"] = self.state.seen()
         return [self.event(kind, view, i, zone=self.zone, extra=extra)]
 
 
@@ -176,7 +230,7 @@ class DwellRule(_ZoneTracking):
         if len(inside):
             ids = view.ids[inside].tolist()
             since = np.fromiter((self.since.get(t, now) for t in ids), np.float64, len(ids))
-            due = np.flatnonzero(now - since >= self.seconds - TIME_EPS)
+            due = (now - since >= self.seconds - TIME_EPS).nonzero()[0]
             for k in due.tolist():
                 events += self._maybe_fire(view, int(inside[k]), now - float(since[k]))
         for _, tid, _ in self._drop_removed(view):
