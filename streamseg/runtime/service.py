@@ -74,7 +74,7 @@ class Service:
         self.model_loaded = False
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
         self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
-        self._clips: Any = None
+        self.clips: Any = None  # streamseg.record.clips.ClipHook while alert clips are on
         self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
         self._signals = 0
@@ -143,11 +143,8 @@ class Service:
         with self._cameras_lock:
             if any(c.id == cam.id for c in self.cameras):
                 raise ValueError(f"camera {cam.id!r} is already served")
-            p = self.pipeline
-            if p is not None:
-                on_packet = self._clips.on_packet if self._clips is not None else None
-                device = decode_device(self.config, [cam])
-                p.add_source(cam.id, open_camera(cam, device=device, on_packet=on_packet))
+            if self.pipeline is not None:
+                self.pipeline.add_source(cam.id, self._open_cameras([cam])[cam.id])
             self.cameras.append(cam)
 
     def remove_camera(self, camera_id: str) -> None:
@@ -158,11 +155,6 @@ class Service:
             if self.pipeline is not None:
                 self.pipeline.remove_source(camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
-
-    @property
-    def clips(self) -> Any:
-        """The alert clips hook (``streamseg.record.clips.ClipHook``), ``None`` when off."""
-        return self._clips
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
@@ -223,16 +215,18 @@ class Service:
             self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
         )
         self.swap = swap
-        clips = self._clips = build_clip_hook(self.config)
+        clips = self.clips = build_clip_hook(self.config)
         self._hooks = [h for h in (swap, clips) if h is not None]
-        device = decode_device(self.config, self.cameras)
-        on_packet = clips.on_packet if clips is not None else None
         with self._cameras_lock:
-            sources = {
-                cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in self.cameras
-            }
+            sources = self._open_cameras(self.cameras)
             self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
         return self.pipeline
+
+    def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
+        """Sources of ``cams`` as the pipeline reads them (decode device, clip packets)."""
+        device = decode_device(self.config, cams)
+        on_packet = self.clips.on_packet if self.clips is not None else None
+        return {cam.id: open_camera(cam, device=device, on_packet=on_packet) for cam in cams}
 
     def _new_pipeline(
         self,
