@@ -32,13 +32,11 @@ class ServiceConsole:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self._alerts = service.config.alerts
         self._lock = threading.Lock()
         self._rates: dict[str, tuple[float, int, float | None]] = {}  # time, processed, fps
 
     def cameras(self) -> dict[str, dict[str, Any]]:
-        ready, details = self.service.readiness()
-        del ready
+        _ready, details = self.service.readiness()
         p = self.service.pipeline
         counts = p.stats.snapshot() if p is not None else {}
         out: dict[str, dict[str, Any]] = {}
@@ -91,7 +89,7 @@ class ServiceConsole:
         return tuple(names) if names else ("__background__",)
 
     def alerts(self) -> AlertsConfig:
-        return self._alerts
+        return self.service.config.alerts
 
     def apply_alerts(self, alerts: AlertsConfig) -> None:
         with self._lock:
@@ -104,7 +102,6 @@ class ServiceConsole:
                         "(set alerts.enabled: true and restart)"
                     )
                 set_alerts(alerts)
-            self._alerts = alerts
             cfg = self.service.config
             self.service.config = cfg.model_copy(update={"alerts": alerts})
 

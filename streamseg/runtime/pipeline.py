@@ -401,7 +401,7 @@ class Pipeline:
                     tracked, events = r, []
                 # Before publishing: the console names each event's snapshot file.
                 events = list(self._offer(tracked, events))
-                out.append((tracked, list(events)))
+                out.append((tracked, events))
                 if events and self.on_events is not None:
                     try:
                         self.on_events(list(events))
