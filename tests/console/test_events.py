@@ -14,6 +14,7 @@ from streamseg.config.alerts import CameraAlerts
 from streamseg.console.events import SNAPSHOT_QUEUE, EventLog
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Event, Frame, FrameResult
+from tests.support.waiting import poll
 
 ALERTS = CameraAlerts(
     zones={"dock": {"polygon": [[10, 10], [150, 10], [150, 110], [10, 110]]}},
@@ -33,16 +34,6 @@ def event(rule: str, kind: str, track: int, t: float, label: str = "disc") -> Ev
         rule=rule, kind=kind, camera_id="gate", time=t, frame_seq=1, track_id=track,
         label_name=label, zone="dock",
     )  # fmt: skip
-
-
-def wait_for(predicate, timeout: float = 5.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def test_events_are_listed_filtered_and_snapshotted(tmp_path: Path) -> None:
@@ -72,7 +63,7 @@ def test_events_are_listed_filtered_and_snapshotted(tmp_path: Path) -> None:
             [9.0, 9.0],
         ]
         assert "mask_rle" not in newest
-        path = wait_for(lambda: log.snapshot(newest["id"]))
+        path = poll(lambda: log.snapshot(newest["id"]))
         snap = np.asarray(Image.open(io.BytesIO(path.read_bytes())).convert("RGB"))
         assert snap.shape == (120, 160, 3)
 
@@ -90,14 +81,14 @@ def test_snapshots_beyond_the_cap_or_too_old_are_deleted(tmp_path: Path) -> None
     try:
         for i in range(8):
             log.record(image, result, [event("in-dock", "enter", 1, time.time())], ALERTS, {})
-            wait_for(lambda i=i: log.snapshot(i + 1))
+            poll(lambda i=i: log.snapshot(i + 1))
         files = sorted(tmp_path.glob("*.jpg"))
         assert 1 <= len(files) < 8
         assert sum(f.stat().st_size for f in files) <= 3 * 2500
         assert log.snapshot(8) is not None and log.snapshot(1) is None  # oldest went first
         log.retention = 0.0  # everything is too old now: the next write expires the rest
         log.record(image, result, [event("in-dock", "enter", 1, time.time())], ALERTS, {})
-        wait_for(lambda: not list(tmp_path.glob("*.jpg")))
+        poll(lambda: not list(tmp_path.glob("*.jpg")))
     finally:
         log.close()
 
@@ -112,7 +103,7 @@ def test_recorded_events_name_their_snapshot_file(tmp_path: Path) -> None:
         assert given.snapshot is None and out == dataclasses.replace(given, snapshot=out.snapshot)
         assert out.snapshot is not None and Path(out.snapshot).is_absolute()
         assert out.to_dict()["snapshot"] == out.snapshot == log.list()[0]["snapshot_path"]
-        path = wait_for(lambda: log.snapshot(1))
+        path = poll(lambda: log.snapshot(1))
         assert str(path) == out.snapshot and path.read_bytes()[:2] == b"\xff\xd8"
     finally:
         log.close()

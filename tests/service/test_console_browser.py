@@ -29,6 +29,7 @@ from tests.support.browser import browser, screenshot
 from tests.support.console import TOKEN, console_pipeline
 from tests.support.serve import REPO, ServeProcess
 from tests.support.servers import RedisServer, free_port
+from tests.support.waiting import poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -82,7 +83,7 @@ def check_overlay_on_masks(driver: Any, redis_server: RedisServer) -> None:
     for _attempt in range(5):
         seq, w, h, data = driver.execute_async_script(FRAME_JS)
         pixels = np.asarray(data, np.uint8).reshape(h, w, 4)[..., :3]
-        message = wait(
+        message = poll(
             lambda seq=seq: next((m for m in detections(client, "a") if m["seq"] == seq), None),
             10,
             f"the detections of frame {seq}",
@@ -98,16 +99,6 @@ def check_overlay_on_masks(driver: Any, redis_server: RedisServer) -> None:
         if checked:
             break
     assert checked, "no tracked instance was drawn in five frames"
-
-
-def wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_live_grid_and_drawing_a_zone_in_the_page(
@@ -130,13 +121,13 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
             states = {t.get_attribute("data-camera"): t.get_attribute("data-state") for t in tiles}
             return states == {"a": "streaming", "b": "streaming"}
 
-        wait(streaming, 15, "both tiles streaming")
-        first = {c: wait(lambda c=c: driver.execute_script(PIXELS_JS, c), 15, f"{c} frame")
+        poll(streaming, 15, "both tiles streaming")
+        first = {c: poll(lambda c=c: driver.execute_script(PIXELS_JS, c), 15, f"{c} frame")
                  for c in "ab"}  # fmt: skip
         for cam, (w, h, _data) in first.items():
             assert (w, h) == (160, 120), cam
         # The live frames move on.
-        wait(lambda: driver.execute_script(PIXELS_JS, "a")[2] != first["a"][2], 10, "a new frame")
+        poll(lambda: driver.execute_script(PIXELS_JS, "a")[2] != first["a"][2], 10, "a new frame")
         assert TOKEN not in driver.page_source
         screenshot(driver, "live-grid")
         check_overlay_on_masks(driver, redis_server)
@@ -157,7 +148,7 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         name.send_keys("drawn")
         driver.find_element(By.ID, "editor-save").click()
         result = driver.find_element(By.ID, "editor-result")
-        wait(lambda: result.text.startswith("401"), 10, "the refusal")
+        poll(lambda: result.text.startswith("401"), 10, "the refusal")
         assert path.read_text() == original
         screenshot(driver, "zone-refused-without-token")
 
@@ -166,7 +157,7 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         token.send_keys(TOKEN)
         driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", token)
         driver.find_element(By.ID, "editor-save").click()
-        wait(lambda: result.text == "saved", 10, f"saved (page says {result.text!r})")
+        poll(lambda: result.text == "saved", 10, f"saved (page says {result.text!r})")
         zone = yaml.safe_load(path.read_text())["alerts"]["cameras"]["a"]["zones"]["drawn"]
         xs, ys = [p[0] for p in zone["polygon"]], [p[1] for p in zone["polygon"]]
         assert min(xs) <= 10 and max(xs) >= 150 and min(ys) <= 10 and max(ys) >= 110, zone
@@ -182,11 +173,11 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
 
         # The timeline lists it within a second; its snapshot shows the zone.
         item = 'li[data-rule="drawn-rule"]'
-        wait(lambda: driver.find_elements(By.CSS_SELECTOR, item), 5, "the event in the timeline")
+        poll(lambda: driver.find_elements(By.CSS_SELECTOR, item), 5, "the event in the timeline")
         assert time.monotonic() - seen_in_redis <= 1.0
         driver.find_elements(By.CSS_SELECTOR, item)[-1].click()
         snap = driver.find_element(By.ID, "event-snapshot")
-        wait(
+        poll(
             lambda: driver.execute_script("return arguments[0].naturalWidth", snap), 10, "snapshot"
         )
         pixels = driver.execute_script(SNAPSHOT_JS, snap)
@@ -203,7 +194,7 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
 
         # Health: both cameras with their fps charts, the sinks and the model.
         spark = '#health-rows tr[data-camera="{}"] polyline'
-        wait(lambda: all(driver.find_elements(By.CSS_SELECTOR, spark.format(c)) for c in "ab"),
+        poll(lambda: all(driver.find_elements(By.CSS_SELECTOR, spark.format(c)) for c in "ab"),
              10, "health charts")  # fmt: skip
         model_line = driver.find_element(By.ID, "model-line").text
         assert "maskrcnn_small" in model_line and "no hot swap yet" in model_line
@@ -240,7 +231,7 @@ def test_live_overlay_lies_on_the_ground_truth(
         proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
         proc.wait_for(lambda: proc.camera("a").get("state") == "streaming", 120, "streaming")
         driver.get(f"http://127.0.0.1:{port}/")
-        wait(lambda: driver.execute_script(PIXELS_JS, "a"), 15, "a live frame")
+        poll(lambda: driver.execute_script(PIXELS_JS, "a"), 15, "a live frame")
         on_truth = coloured = 0
         for _attempt in range(8):
             seq, w, h, data = driver.execute_async_script(FRAME_JS)
