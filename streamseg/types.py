@@ -29,6 +29,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -157,26 +158,29 @@ class MaskCrops:
         self, *, image_size: tuple[int, int], boxes: Tensor, crops: Sequence[Tensor]
     ) -> None:
         self.image_size = (int(image_size[0]), int(image_size[1]))
-        self.boxes = boxes.to("cpu", torch.int64)
+        cpu64 = boxes.device.type == "cpu" and boxes.dtype == torch.int64
+        self.boxes = boxes if cpu64 else boxes.to("cpu", torch.int64)
         self.crops = tuple(crops)
         self._validate()
 
     def _validate(self) -> None:
         h, w = self.image_size
-        b = self.boxes
-        if b.dim() != 2 or b.shape[1] != 4 or b.shape[0] != len(self.crops):
+        if self.boxes.dim() != 2 or self.boxes.shape[1] != 4 or len(self.boxes) != len(self.crops):
             raise ValueError(
                 f"MaskCrops.boxes must be ({len(self.crops)}, 4) for {len(self.crops)} crops, "
-                f"got {tuple(b.shape)}"
+                f"got {tuple(self.boxes.shape)}"
             )
+        # numpy, not torch: a torch call on a tiny tensor hands the GIL to
+        # other threads (see docs/performance.md), and this runs per frame.
+        b = self.boxes.numpy()
         inside = (b[:, 0] >= 0) & (b[:, 1] >= 0) & (b[:, 2] <= w) & (b[:, 3] <= h)
         inside &= (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
-        if not bool(inside.all()):
-            i = int((~inside).nonzero()[0])
+        if not inside.all():
+            i = int((~inside).nonzero()[0][0])
             raise ValueError(
                 f"MaskCrops.boxes[{i}] = {b[i].tolist()} is not inside the {h}x{w} frame"
             )
-        sizes = torch.stack((b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]), dim=1).tolist()
+        sizes = np.stack((b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]), axis=1).tolist()
         for i, (crop, size) in enumerate(zip(self.crops, sizes, strict=True)):
             if crop.dtype != torch.bool or list(crop.shape) != size:
                 raise ValueError(

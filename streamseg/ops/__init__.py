@@ -435,7 +435,7 @@ def crops_to_rle(
     """
     h, w = int(image_size[0]), int(image_size[1])
     _check(
-        boxes.dim() == 2 and boxes.shape[1] == 4 and not boxes.is_floating_point(),
+        boxes.dim() == 2 and boxes.shape[1] == 4 and not boxes.dtype.is_floating_point,
         f"boxes must be (N, 4) integers, got shape {tuple(boxes.shape)} {boxes.dtype}",
     )
     _check(
@@ -446,7 +446,8 @@ def crops_to_rle(
     if crops and native and _native.enabled("cpu"):
         # One C++ call reads every crop once and writes all strings; it checks
         # each box and crop as below (ValueError with the same message).
-        chars, lengths = torch.ops.streamseg.crops_to_rle(list(crops), boxes.cpu(), h, w)
+        boxes = boxes if boxes.is_cpu else boxes.cpu()
+        chars, lengths = torch.ops.streamseg.crops_to_rle(list(crops), boxes, h, w)
         return _split_strings(chars, lengths, [h, w])
     rows = boxes.tolist()
     for i, ((x0, y0, x1, y1), crop) in enumerate(zip(rows, crops, strict=True)):

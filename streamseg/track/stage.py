@@ -91,16 +91,18 @@ class TrackingStage:
             self._apply_pending()
         cam = self._camera(frame.camera_id, inst.image_size)
         info = FrameInfo(frame.camera_id, frame.capture_time, frame.seq, frame.pts, inst.image_size)
-        boxes = inst.boxes.detach().to("cpu", torch.float64).numpy()
-        scores = inst.scores.detach().to("cpu", torch.float64).numpy()
-        labels = inst.labels.detach().to("cpu", torch.int64).numpy()
+        boxes = _host(inst.boxes, np.float64)
+        scores = _host(inst.scores, np.float64)
+        labels = _host(inst.labels, np.int64)
         if isinstance(cam.tracker, ByteTracker):
             out = cam.tracker.update(info, boxes, scores, labels, inst.masks)
             self._count_confirmed(frame.camera_id, cam.tracker)
         else:
             given = None if inst.track_ids is None else inst.track_ids.cpu().numpy()
             out = cam.tracker.update(info, boxes, scores, labels, given, inst.masks)
-        track_ids = torch.from_numpy(out.track_ids).to(inst.device)
+        track_ids = torch.from_numpy(out.track_ids)
+        if inst.device.type != "cpu":
+            track_ids = track_ids.to(inst.device)
         tracked = FrameResult(frame, inst.replace(track_ids=track_ids))
         events: list[Event] = []
         if cam.rules is not None and self.alerts.enabled:
@@ -246,6 +248,19 @@ class TrackingStage:
             states = cam.tracker.table.state
             for code, name in _STATES.items():
                 yield int(np.count_nonzero(states == code)), {"camera": cid, "state": str(name)}
+
+
+def _host(values: torch.Tensor, dtype: type[np.generic]) -> np.ndarray:
+    """``values`` as a numpy array of ``dtype`` on the host.
+
+    A CPU tensor is converted by numpy: a torch call on a tiny tensor lets
+    other threads take the GIL (see ``docs/performance.md``).
+    """
+    if values.requires_grad:
+        values = values.detach()
+    if values.device.type != "cpu":
+        values = values.cpu()
+    return values.numpy().astype(dtype, copy=False)
 
 
 def build_tracking_stage(
