@@ -68,7 +68,7 @@ if [[ $mode == quick ]]; then
   iters=(--iters 1 --warmup 1)
   m2f=(--iters 1 --warmup 1)
   track=(--seeds 1 --frames 20 --cost-frames 20)
-  pipeline=(--frames 8 --seconds 2)
+  pipeline=(--frames 8 --seconds 2 --repeat 1)
   oracle_frames=6
   publish=(--messages 2000)
   synth=(--frames 10)

@@ -168,9 +168,12 @@ def pipeline_rows(data: dict[str, Any]) -> Rows:
         ("frames x cameras", f"{data.get('frames')} x {data.get('cameras')}"),
         ("model-only frames/s", _num(data.get("model_fps"))),
         ("end-to-end frames/s", _num(data.get("e2e_fps"))),
-        ("end-to-end / model-only", _num(data.get("ratio"))),
-        ("latency p50 ms", _num(data.get("latency_p50_ms"))),
+        ("end-to-end / model-only (median pair)", _num(data.get("ratio"))),
     ]
+    if data.get("ratios"):
+        each = ", ".join(_num(r) for r in data["ratios"])
+        rows.append(("end-to-end / model-only, each pair", each))
+    rows.append(("latency p50 ms", _num(data.get("latency_p50_ms"))))
     live = data.get("live")
     if live:
         rows.append(("live: processed frames/s", _num(live.get("processed_fps"))))

@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clip", help="a video file to use instead of the pipeline's cameras")
     parser.add_argument("--frames", type=int, default=96, help="frames of the clip to use")
     parser.add_argument("--warmup", type=int, default=2, help="untimed batches first")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="model-only and end-to-end runs, alternated; the figures are medians",
+    )
     parser.add_argument("--cameras", type=int, default=1, help="file sources reading the clip")
     parser.add_argument(
         "--seconds",
@@ -84,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
     from streamseg.runtime.logs import setup_logging
 
     setup_logging(args.log_level)
-    if args.frames < 1 or args.cameras < 1 or args.warmup < 0 or args.seconds < 0:
-        raise UsageError("--frames and --cameras must be >= 1, --warmup and --seconds >= 0")
+    if min(args.frames, args.cameras, args.repeat) < 1 or args.warmup < 0 or args.seconds < 0:
+        raise UsageError(
+            "--frames, --cameras and --repeat must be >= 1, --warmup and --seconds >= 0"
+        )
     try:
         config = load_pipeline(args.pipeline)
     except ConfigError as exc:
@@ -109,10 +117,14 @@ def run(args: argparse.Namespace) -> int:
         batch = config.model.batch_size
         for _ in range(args.warmup):
             bench.model_only_fps(segmenter, images[:batch], batch)
-        model = bench.model_only_fps(segmenter, images, batch)
         with bench.redis_for_bench(config.redis) as redis:
             e2e_config = config.model_copy(update={"redis": redis})
-            e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+            # Alternated, so that each pair shares the machine's state of the moment.
+            rounds = []
+            for _ in range(args.repeat):
+                model = bench.model_only_fps(segmenter, images, batch)
+                e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+                rounds.append((model, e2e))
             watched = (
                 bench.run_end_to_end(
                     e2e_config, segmenter, clip, cameras=args.cameras, viewers=True
@@ -133,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         "image_size": list(images[0].shape[:2]),
         "torch_threads": _threads(),
     }
-    result = bench.summary(model, e2e, extra)
+    result = bench.summary(rounds, extra)
+    e2e = bench.median_round(rounds)[1]
     if watched is not None:
         result["e2e_fps_with_viewers"] = round(watched.fps, 3)
         result["viewer_cost"] = round(1 - watched.fps / e2e.fps, 3) if e2e.fps > 0 else None

@@ -51,7 +51,7 @@ def test_render_lists_every_figure_with_its_command(tmp_path: Path) -> None:
     assert meta["commit"] and meta["machine"]["cores"] >= 1
     _bench(run, "pipeline", "streamseg bench pipeline pipeline.yaml --frames 8", {
         "arch": "maskrcnn_small", "backend": "eager", "batch_size": 2, "frames": 8,
-        "cameras": 1, "model_fps": 4.5, "e2e_fps": 4.25, "ratio": 0.944,
+        "cameras": 1, "model_fps": 4.5, "e2e_fps": 4.25, "ratio": 0.944, "ratios": [0.95, 0.944, 0.9],
         "latency_p50_ms": 812.0, "live": None,
     })  # fmt: skip
     _bench(run, "publish", "python -m streamseg.publish.bench --messages 2000", {
@@ -73,7 +73,8 @@ def test_render_lists_every_figure_with_its_command(tmp_path: Path) -> None:
     pipeline = text.split("## pipeline")[1].split("## ")[0]
     assert "`streamseg bench pipeline pipeline.yaml --frames 8`" in pipeline
     assert "| end-to-end frames/s | 4.25 |" in pipeline
-    assert "| end-to-end / model-only | 0.944 |" in pipeline
+    assert "| end-to-end / model-only (median pair) | 0.944 |" in pipeline
+    assert "| end-to-end / model-only, each pair | 0.95, 0.944, 0.9 |" in pipeline
     assert "| JSON encoding, 10 objects: messages per CPU s | 364,737 |" in text
     assert "| redis-benchmark XADD: messages/s | 102,400 |" in text
     assert "**failed** (exit code 2; see `broken.err`)" in text
