@@ -480,16 +480,17 @@ def _ratio(model: BenchResult, e2e: BenchResult) -> float:
     return e2e.fps / model.fps if model.fps > 0 else 0.0
 
 
-def median_round(rounds: Sequence[tuple[BenchResult, BenchResult]]) -> tuple[BenchResult, BenchResult]:
+Round = tuple[BenchResult, BenchResult]  # (model-only, end-to-end), run back to back
+
+
+def median_round(rounds: Sequence[Round]) -> Round:
     """The ``(model-only, end-to-end)`` pair whose ratio is the median (the lower
     of the two middle ones for an even count)."""
     ordered = sorted(rounds, key=lambda pair: _ratio(*pair))
     return ordered[(len(ordered) - 1) // 2]
 
 
-def summary(
-    rounds: Sequence[tuple[BenchResult, BenchResult]], extra: dict[str, Any]
-) -> dict[str, Any]:
+def summary(rounds: Sequence[Round], extra: dict[str, Any]) -> dict[str, Any]:
     """The figures of alternated model-only and end-to-end runs.
 
     ``ratio`` is the median of each pair's ``e2e / model`` (a pair ran back
