@@ -8,6 +8,7 @@ Distances are pixels. ``EPS`` absorbs float rounding in those tests.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -141,8 +142,19 @@ class Segment:
     def touched_by(self, start: F64, end: F64) -> Bool:
         """``(K,)`` bool: the closed path ``start -> end`` touches this closed segment.
 
-        Rows with NaN coordinates give ``False``.
+        Rows with NaN coordinates give ``False``. Up to ``FEW_PATHS`` rows are
+        tested one by one with Python floats (the same operations in the same
+        order), where numpy's cost per call would dominate.
         """
+        if len(start) <= FEW_PATHS:
+            (px, py), (qx, qy) = self.p.tolist(), self.q.tolist()
+            return np.array(
+                [
+                    _touches(px, py, qx, qy, self.length, sx, sy, ex, ey)
+                    for (sx, sy), (ex, ey) in zip(start.tolist(), end.tolist(), strict=True)
+                ],
+                dtype=bool,
+            )
         o1 = _orient(self.p, self.q, start) / self.length
         o2 = _orient(self.p, self.q, end) / self.length
         path = np.maximum(np.hypot(*(end - start).T), 1e-300)
@@ -157,6 +169,39 @@ class Segment:
         )
         out: Bool = (proper | on) & ~np.isnan(start).any(1) & ~np.isnan(end).any(1)
         return out
+
+
+FEW_PATHS = 8
+
+
+def _touches(
+    px: float, py: float, qx: float, qy: float, length: float,
+    sx: float, sy: float, ex: float, ey: float,
+) -> bool:  # fmt: skip
+    """``Segment.touched_by`` for one path ``(sx, sy) -> (ex, ey)``, in Python floats."""
+    if math.isnan(sx) or math.isnan(sy) or math.isnan(ex) or math.isnan(ey):
+        return False
+    o1 = ((qx - px) * (sy - py) - (qy - py) * (sx - px)) / length
+    o2 = ((qx - px) * (ey - py) - (qy - py) * (ex - px)) / length
+    path = max(math.hypot(ex - sx, ey - sy), 1e-300)
+    o3 = ((ex - sx) * (py - sy) - (ey - sy) * (px - sx)) / path
+    o4 = ((ex - sx) * (qy - sy) - (ey - sy) * (qx - sx)) / path
+    if o1 * o2 < 0 and o3 * o4 < 0:
+        return True
+    return (
+        (abs(o1) <= EPS and _inside_box(px, py, qx, qy, sx, sy))
+        or (abs(o2) <= EPS and _inside_box(px, py, qx, qy, ex, ey))
+        or (abs(o3) <= EPS and _inside_box(sx, sy, ex, ey, px, py))
+        or (abs(o4) <= EPS and _inside_box(sx, sy, ex, ey, qx, qy))
+    )
+
+
+def _inside_box(ax: float, ay: float, bx: float, by: float, x: float, y: float) -> bool:
+    """``(x, y)`` lies in the bounding box of ``a, b`` (inclusive, with ``_within``'s margin)."""
+    m = EPS * 10
+    return (
+        min(ax, bx) - m <= x <= max(ax, bx) + m and min(ay, by) - m <= y <= max(ay, by) + m
+    )
 
 
 def _orient(p: F64, q: F64, r: F64) -> F64:

@@ -212,3 +212,29 @@ def test_anchor_choice() -> None:
     assert [e.frame_seq for e in events] == [2]
     d = line_driver({"anchor": "bottom_center", "band": 0.0})
     assert [e.frame_seq for e in d.run([vertical(46, 54, 62)])] == [1]
+
+
+def test_few_paths_are_tested_like_many() -> None:
+    """``Segment.touched_by`` answers row by row in Python floats for a few paths and
+    with numpy for many: both give the same answers, edge cases included."""
+    import numpy as np
+
+    from streamseg.geometry import FEW_PATHS, Segment
+
+    rng = np.random.default_rng(3)
+    segment = Segment((10.0, 20.0), (50.0, 60.0))
+    # Whole pixels (many exact touches) and fractions.
+    starts = rng.uniform(0, 70, (400, 2))
+    ends = rng.uniform(0, 70, (400, 2))
+    starts[::2], ends[::2] = starts[::2].round(), ends[::2].round()
+    # Paths ending on the segment, through an endpoint, along it, of zero length, NaN.
+    starts[:6] = [[10, 20], [0, 20], [30, 40], [5, 5], [30, 40], [np.nan, 1]]
+    ends[:6] = [[0, 0], [20, 20], [60, 70], [5, 5], [30, 40], [30, 40]]
+    many = segment.touched_by(starts, ends)
+    one_by_one = np.concatenate(
+        [segment.touched_by(starts[i : i + 1], ends[i : i + 1]) for i in range(len(starts))]
+    )
+    assert len(starts) > FEW_PATHS
+    assert many[:6].tolist() == [True, True, True, False, True, False]
+    assert one_by_one.tolist() == many.tolist()
+    assert 50 < int(many.sum()) < 350  # both outcomes well represented
