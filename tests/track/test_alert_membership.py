@@ -43,6 +43,11 @@ def test_cell_map_decides_like_the_exact_depth(band: float, seed: int) -> None:
             on_edges + rng.normal(0, band + 0.5, on_edges.shape),
         )
     )
+    # Where a track was first seen: the cell map, then exact depths near the boundary.
+    np.testing.assert_array_equal(member.contains(points), polygon.contains(points))
+    for start in range(0, len(points), 10):
+        few = points[start : start + 10]
+        np.testing.assert_array_equal(member.contains(few), polygon.contains(few))
     for prev_state in (UNKNOWN, OUT, IN):
         prev = np.full(len(points), prev_state, np.int8)
         expected = exact(polygon, band, points, prev)

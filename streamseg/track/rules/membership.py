@@ -95,7 +95,25 @@ class Membership:
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
         """``(K,)``: the track's first observed box had its anchor in the zone."""
-        return self.polygon.contains(view.anchors(self.anchor, "first_boxes")[idx])
+        return self.contains(view.anchors(self.anchor, "first_boxes")[idx])
+
+    def contains(self, points: F64) -> Bool:
+        """``(K,)``: ``Polygon.contains`` (boundary included), exact depths only near it."""
+        cells = self._cell_map()
+        sure = cells.classify(points)
+        out: Bool = sure == IN
+        unsure = (sure == UNKNOWN).nonzero()[0]
+        if len(unsure) > FEW:
+            out[unsure] = self.polygon.contains(points[unsure])
+        else:
+            for k, (x, y) in zip(unsure.tolist(), points[unsure].tolist(), strict=True):
+                out[k] = cells.depth(x, y) >= 0
+        return out
+
+    def _cell_map(self) -> _CellMap:
+        if self._cells is None:
+            self._cells = _CellMap.of(self.polygon, self.band)
+        return self._cells
 
     def _by_anchor(self, anchors: F64, idx: I64, prev: NDArray[np.int8]) -> Bool:
         """Inside states of ``anchors[idx]`` by depth, exact depths only near the boundary.
@@ -105,10 +123,9 @@ class Membership:
         whatever its previous state; only points in cells near the boundary
         get their exact depth.
         """
-        if self._cells is None:
-            self._cells = _CellMap.of(self.polygon, self.band)
+        cells = self._cell_map()
         points = anchors if len(idx) == len(anchors) else anchors[idx]
-        sure = self._cells.classify(points)
+        sure = cells.classify(points)
         out: Bool = sure == IN
         unsure = (sure == UNKNOWN).nonzero()[0]
         if len(unsure) > FEW:
@@ -119,7 +136,7 @@ class Membership:
             for k, (x, y), p in zip(
                 unsure.tolist(), points[unsure].tolist(), prev[unsure].tolist(), strict=True
             ):
-                out[k] = self._cells.depth(x, y) >= least[p + 1]
+                out[k] = cells.depth(x, y) >= least[p + 1]
         return out
 
     def _fractions(self, view: TrackView, idx: I64) -> F64:
