@@ -71,3 +71,22 @@ def test_plain_python_depth_equals_the_polygons() -> None:
     points = np.concatenate((rng.uniform(0, 100, (500, 2)), polygon.a, (polygon.a + polygon.b) / 2))
     got = [member._cells.depth(x, y) for x, y in points.tolist()]
     assert got == polygon.depth(points).tolist()  # bit for bit
+
+
+def test_cameras_with_the_same_zone_share_its_cell_map() -> None:
+    """The map is built once per zone shape and band, not once per camera's copy."""
+    vertices = np.array([[0.0, 0.0], [100.0, 0.0], [100.0, 50.0], [3.0, 61.5]])
+    maps = []
+    for _ in range(2):  # two cameras: each scales its own copy of the zone
+        member = Membership(
+            polygon=Polygon(vertices.copy()), anchor="center", band=1.5, mask_fraction=None,
+            mask_band=0.0,
+        )  # fmt: skip
+        member.contains(np.array([[50.0, 20.0]]))
+        maps.append(member._cells)
+    other = Membership(
+        polygon=Polygon(vertices + 1), anchor="center", band=1.5, mask_fraction=None, mask_band=0
+    )
+    other.contains(np.array([[50.0, 20.0]]))
+    assert maps[0] is not None and maps[0] is maps[1]
+    assert other._cells is not maps[0]

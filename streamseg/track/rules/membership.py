@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
-import weakref
+import threading
+from collections import OrderedDict
 from typing import ClassVar
 
 import numpy as np
@@ -170,17 +171,28 @@ class _CellMap:
     MAX_CELLS = 256  # per side; larger zones get larger cells
     MARGIN = 1e-3  # pixels of slack for float rounding
 
-    _made: ClassVar[weakref.WeakKeyDictionary[Polygon, dict[float, _CellMap]]] = (
-        weakref.WeakKeyDictionary()
-    )
+    KEEP = 64  # maps kept for reuse, most recently used
+
+    _made: ClassVar[OrderedDict[tuple[bytes, float], _CellMap]] = OrderedDict()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     @classmethod
     def of(cls, polygon: Polygon, band: float) -> _CellMap:
-        """The map of ``polygon`` and ``band``, built once (rules on one zone share it)."""
-        maps = cls._made.setdefault(polygon, {})
-        if band not in maps:
-            maps[band] = cls(polygon, band)
-        return maps[band]
+        """The map of ``polygon``'s vertices and ``band``, built once: rules on one
+        zone share it, and so do cameras with the same zone (and a camera whose
+        rules are rebuilt)."""
+        key = (polygon.a.tobytes(), float(band))
+        with cls._lock:
+            made = cls._made.get(key)
+            if made is not None:
+                cls._made.move_to_end(key)
+                return made
+        made = cls(polygon, band)
+        with cls._lock:
+            cls._made[key] = made
+            while len(cls._made) > cls.KEEP:
+                cls._made.popitem(last=False)
+        return made
 
     def __init__(self, polygon: Polygon, band: float) -> None:
         extent = float((polygon.hi - polygon.lo).max()) + 2 * band
