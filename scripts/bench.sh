@@ -78,7 +78,7 @@ else
   m2f=(--iters 5 --warmup 1)
   track=()
   pipeline=(--frames 96 --seconds 20)
-  oracle_frames=96
+  oracle_frames=300
   publish=()
   synth=()
 fi
