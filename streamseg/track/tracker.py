@@ -351,12 +351,13 @@ class ByteTracker:
         grid: Tensor | None,
     ) -> None:
         s, t = self.settings, self.table
-        self.kalman.update(rows, boxes[dets], self._shape_std(scores[dets]))
-        t.observe(rows, boxes[dets], scores[dets], labels[dets], now, s)
+        box, score = boxes[dets], scores[dets]
+        self.kalman.update(rows, box, self._shape_std(score))
+        t.observe(rows, box, score, labels[dets], now, s)
         t.state[rows] = np.where(t.hits[rows] >= s.confirm_hits, CONFIRMED, t.state[rows])
         t.state[rows[t.state[rows] == LOST]] = CONFIRMED
         if grid is not None:
-            t.set_grid(rows, grid[dets], boxes[dets])
+            t.set_grid(rows, grid[dets], box)
 
     def _shape_std(self, scores: F64) -> F64 | None:
         """Kalman noise of matched boxes' sizes and motion, in box sizes, from their scores.
