@@ -16,6 +16,7 @@ Example::
       confirm_hits: 2         # frames before a track is confirmed (and may alert)
       max_lost_seconds: 1.0   # a lost track is dropped after this long unseen
       lost_match_distance: 0.5  # lost tracks also take nearby low-score detections
+      score_box_noise: 1.0    # low-score boxes change a track's size and velocity less
 """
 
 from __future__ import annotations
@@ -78,6 +79,15 @@ class TrackingConfig(StrictModel):
         ge=0,
         le=1,
         description="least score of a detection in that last round (lower ones are mostly junk)",
+    )
+    score_box_noise: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="Kalman noise of a matched box's size and motion from its score: "
+        "0.05 + this * (1 - score)^2 box sizes (the centre keeps 0.05), so the shrunken, shifted "
+        "box of a partly hidden object (low score) barely changes the track's size and "
+        "velocity; 0: every box counts the same",
     )
     tentative_match_iou: float = Field(
         default=0.3, gt=0, le=1, description="least IoU to pair a tentative track"

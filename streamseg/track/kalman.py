@@ -6,9 +6,11 @@ pixels) and their velocities in pixels per second. Measurements are boxes
 processed frames, so a dropped frame simply means a longer step.
 
 Noise scales with the box size: the measurement standard deviation is
-``MEASURE_STD * (w, h, w, h)``; the process noise adds, per second of
-prediction, ``POSITION_STD * size`` to the position and
-``VELOCITY_STD * size`` (pixels/second) to the velocity (a random walk).
+``MEASURE_STD * (w, h, w, h)`` (a box can be given a larger one for its
+size and the velocities, see :meth:`KalmanBoxes.update`); the process
+noise adds, per second of prediction, ``POSITION_STD * size`` to the
+position and ``VELOCITY_STD * size`` (pixels/second) to the velocity (a
+random walk).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["KalmanBoxes", "boxes_to_xywh", "xywh_to_boxes"]
+__all__ = ["MEASURE_STD", "KalmanBoxes", "boxes_to_xywh", "xywh_to_boxes"]
 
 F64 = NDArray[np.float64]
 
@@ -119,18 +121,36 @@ class KalmanBoxes:
         pv += dt * vv
         vv += (VELOCITY_STD**2 * dt) * s2
 
-    def update(self, rows: NDArray[np.int64], boxes: F64) -> None:
-        """Correct rows ``rows (K,)`` with measured ``boxes (K, 4)`` xyxy."""
+    def update(self, rows: NDArray[np.int64], boxes: F64, shape_std: F64 | None = None) -> None:
+        """Correct rows ``rows (K,)`` with measured ``boxes (K, 4)`` xyxy.
+
+        ``shape_std (K,)``: a larger measurement standard deviation (a
+        fraction of the box size, like ``MEASURE_STD``) for the box's size
+        and for the velocities, e.g. for a low-score box that shows only
+        the visible piece of a partly hidden object. The centre is still
+        corrected as usual (the piece is the best guess of where the object
+        is now), but the piece's size, and how its centre moved, change the
+        track's size and velocity less. The centre's gain and its
+        velocity's then come from different noises: a deliberate departure
+        from the exact filter, whose covariance step is kept as is.
+        """
         if len(rows) == 0:
             return
         z = boxes_to_xywh(boxes)
         m = self.mean[rows]
         var = self.var[rows]
         pp, pv, vv = var[:, 0], var[:, 1], var[:, 2]
-        r = (MEASURE_STD * _size_scale(m[:, :4])) ** 2
+        scale = _size_scale(m[:, :4])
         # Gain per coordinate: K = (pp, pv) / (pp + r).
-        inv = 1.0 / (pp + r)
-        kp, kv = pp * inv, pv * inv
+        if shape_std is None:
+            inv = 1.0 / (pp + (MEASURE_STD * scale) ** 2)
+            kp, kv = pp * inv, pv * inv
+        else:
+            std = np.empty_like(scale)  # of the positions: the centre's as usual
+            std[:, :2] = MEASURE_STD
+            std[:, 2:] = shape_std[:, None]
+            kp = pp / (pp + (std * scale) ** 2)
+            kv = pv / (pp + (shape_std[:, None] * scale) ** 2)
         innov = z - m[:, :4]
         m[:, :4] += kp * innov
         m[:, 4:] += kv * innov

@@ -20,7 +20,8 @@ Each frame (``ByteTracker.update``):
    whose centre is within ``lost_match_distance`` track sizes of the
    predicted or last seen centre (an object coming out from behind
    another shows a small piece that overlaps too little);
-8. matched tracks are corrected, unmatched confirmed ones become lost;
+8. matched tracks are corrected (a low-score box changes the track's size
+   and velocity less, ``score_box_noise``), unmatched confirmed ones become lost;
    detections left with ``score >= new_track_score`` start tentative
    tracks, confirmed after ``confirm_hits`` matched frames.
 
@@ -43,7 +44,7 @@ from streamseg.track.duplicates import (
     first_reports,
     shadowed,
 )
-from streamseg.track.kalman import KalmanBoxes
+from streamseg.track.kalman import MEASURE_STD, KalmanBoxes
 from streamseg.track.matching import (
     MaskGrid,
     assign,
@@ -350,12 +351,30 @@ class ByteTracker:
         grid: Tensor | None,
     ) -> None:
         s, t = self.settings, self.table
-        self.kalman.update(rows, boxes[dets])
-        t.observe(rows, boxes[dets], scores[dets], labels[dets], now, s)
+        box, score = boxes[dets], scores[dets]
+        self.kalman.update(rows, box, self._shape_std(score))
+        t.observe(rows, box, score, labels[dets], now, s)
         t.state[rows] = np.where(t.hits[rows] >= s.confirm_hits, CONFIRMED, t.state[rows])
         t.state[rows[t.state[rows] == LOST]] = CONFIRMED
         if grid is not None:
-            t.set_grid(rows, grid[dets], boxes[dets])
+            t.set_grid(rows, grid[dets], box)
+
+    def _shape_std(self, scores: F64) -> F64 | None:
+        """Kalman noise of matched boxes' sizes and motion, in box sizes, from their scores.
+
+        ``MEASURE_STD + score_box_noise * (1 - score) ** 2``: a detector is
+        less sure of a partly hidden object, whose box is only its visible
+        piece (shrunken, its centre shifted). Such a box should barely
+        change the track's size and velocity, or the prediction drifts away
+        from where the object comes out from behind its cover. Squared, so
+        that the usual wobble of a visible object's score (0.7-1) changes
+        little: a track still follows a sudden turn.
+        """
+        k = self.settings.score_box_noise
+        if k == 0:
+            return None
+        missing = 1.0 - scores
+        return MEASURE_STD + k * (missing * missing)
 
     def _start(
         self,

@@ -450,6 +450,38 @@ def test_lost_track_takes_a_low_score_detection() -> None:
     assert d.stage.tracks("cam")[0].state == TrackState.CONFIRMED
 
 
+@pytest.mark.parametrize(("noise", "ids"), [(1.0, [1, 1]), (0.0, [-1, 2])])
+def test_low_score_boxes_of_a_hiding_object_keep_its_velocity(noise: float, ids: list[int]) -> None:
+    # A 40 px object walks right at 100 px/s (10 fps). Its front goes behind
+    # a cover at x = 110: three low-score boxes of the visible piece, whose
+    # centre slows down; then it is hidden for 5 frames and comes out whole.
+    tracker = ByteTracker(settings=TrackingConfig(score_box_noise=noise), num_classes=2)
+    speed, found = [], []
+    for i in range(16):
+        x = 10.0 + 10.0 * i
+        box, score = [x, 30.0, x + 40, 70.0], 0.9
+        if 6 <= i < 9:
+            box, score = [x, 30.0, 110.0, 70.0], [0.45, 0.35, 0.3][i - 6]
+        info = FrameInfo("cam", i * 0.1, i, None, (200, 400))
+        if 9 <= i < 14:
+            tracker.update(info, np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))
+            continue
+        out = tracker.update(info, np.array([box]), np.array([score]), np.array([1]))
+        speed.append(tracker.kalman.mean[0, 4])  # px/s of the first track
+        if i >= 14:
+            found += out.track_ids.tolist()
+    # The shrinking boxes (frames 6-8) slow the track down by less than 3 px/s
+    # with score-weighted noise, by more than 20 px/s without.
+    change = speed[5] - speed[8]
+    if noise:
+        assert abs(change) < 3
+    else:
+        assert change > 20
+    # So it is predicted where it comes out and keeps its id; without, the
+    # prediction lags behind and a new track starts (tentative, then id 2).
+    assert found == ids
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_near_pairs_and_close_pairs_equal_every_pair(
     seed: int, monkeypatch: pytest.MonkeyPatch
