@@ -199,9 +199,7 @@ def _touches(
 def _inside_box(ax: float, ay: float, bx: float, by: float, x: float, y: float) -> bool:
     """``(x, y)`` lies in the bounding box of ``a, b`` (inclusive, with ``_within``'s margin)."""
     m = EPS * 10
-    return (
-        min(ax, bx) - m <= x <= max(ax, bx) + m and min(ay, by) - m <= y <= max(ay, by) + m
-    )
+    return min(ax, bx) - m <= x <= max(ax, bx) + m and min(ay, by) - m <= y <= max(ay, by) + m
 
 
 def _orient(p: F64, q: F64, r: F64) -> F64:

@@ -248,12 +248,22 @@ def assign(rows: I64, cols: I64, cost: F64, shape: tuple[int, int]) -> tuple[I64
     out_c: list[I64] = [cols[alone]]
     shared = ~alone
     r, c, k = rows[shared], cols[shared], cost[shared]
-    ur, ri = np.unique(r, return_inverse=True)
-    uc, ci = np.unique(c, return_inverse=True)
+    ur, ri = _compact(r, shape[0])
+    uc, ci = _compact(c, shape[1])
     for a, b in _solve_shared(ri, ci, k, len(ur), len(uc)):
         out_r.append(ur[a])
         out_c.append(uc[b])
     return np.concatenate(out_r).astype(np.int64), np.concatenate(out_c).astype(np.int64)
+
+
+def _compact(values: I64, n: int) -> tuple[I64, I64]:
+    """``np.unique(values, return_inverse=True)`` for ``values`` in ``0..n-1``,
+    by a table instead of a sort: the distinct values ascending, and each
+    value's position among them."""
+    present = np.zeros(n, bool)
+    present[values] = True
+    position = np.cumsum(present) - 1
+    return present.nonzero()[0], position[values]
 
 
 LARGE = 1e6  # the cost of a pair that is not allowed

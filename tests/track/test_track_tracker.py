@@ -423,6 +423,17 @@ def test_assign_is_optimal(seed: int) -> None:
     assert got[1] == pytest.approx(best[1])
 
 
+def test_compacting_ids_by_table_equals_unique() -> None:
+    from streamseg.track.matching import _compact
+
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 300):
+        values = rng.integers(0, n, 2 * n + 3)
+        got, expected = _compact(values, n), np.unique(values, return_inverse=True)
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == np.int64 and g.tolist() == e.tolist()
+
+
 def test_bottom_centre_helper() -> None:
     assert box_at(50, 40) == [45, 30, 55, 40]
 
