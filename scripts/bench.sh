@@ -106,6 +106,12 @@ for objects in 10 50; do
         --input "$input" --frames "$oracle_frames"
     done
   done
+  # The same with the per-frame Python threads on one CPU (runtime.host_cpu)
+  for input in memory h264; do
+    run "oracle-${objects}obj-1cam-${input}-pinned" streamseg bench pipeline \
+      configs/bench_oracle.yaml --model oracle --objects "$objects" --cameras 1 \
+      --input "$input" --frames "$oracle_frames" --host-cpu last
+  done
 done
 # docs/operations.md: JSON encoding and the Redis sink against redis-benchmark
 run publish python -m streamseg.publish.bench "${publish[@]}"

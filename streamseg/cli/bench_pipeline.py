@@ -22,7 +22,8 @@ decodes them on the CPU, ``--input memory`` hands the decoded frames over
 from memory. It prints ``e2e_fps``, ``cpu_ms_per_frame``,
 ``host_ms_per_frame`` / ``host_fps_per_core`` (everything but decoding and
 the model) and, for H.264, ``decode`` (one-thread PyAV decode frames/s per
-core).
+core). ``--host-cpu`` overrides ``runtime.host_cpu`` (``host_cpu`` in the
+JSON: the CPU the per-frame Python threads were pinned to, or ``null``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the end-to-end clip again with a console viewer on every camera "
         "(drawing and encoding at http.live_fps) and report the throughput lost",
     )
+    parser.add_argument(
+        "--host-cpu",
+        metavar="CPU",
+        help="override runtime.host_cpu: a CPU number, last, or none",
+    )
     parser.add_argument("--log-level", default="WARNING")
     parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments or config"
 
@@ -103,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_pipeline(args.pipeline)
     except ConfigError as exc:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    if args.host_cpu is not None:
+        config = _with_host_cpu(config, args.host_cpu)
     import torch
 
     torch.set_num_threads(config.runtime.inference_threads())
@@ -186,6 +194,7 @@ def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: i
         "objects_per_frame": round(sum(len(t.crops) for t in truth) / frames, 2),
         "rules_per_camera": 0,
         "batch_size": config.model.batch_size,
+        "host_cpu": config.runtime.pinned_cpu(),
     }
     config = _bench_alerts(config, camera, cams + warm, extra)
     decode = None
@@ -272,3 +281,24 @@ def _threads() -> int:
     import torch
 
     return int(torch.get_num_threads())
+
+
+def _with_host_cpu(config, value: str):  # type: ignore[no-untyped-def]
+    """``config`` with ``runtime.host_cpu`` from ``--host-cpu`` (checked like the file's)."""
+    from pydantic import ValidationError
+
+    from streamseg.config.runtime import RuntimeConfig
+
+    chosen = None if value == "none" else value
+    try:
+        runtime = RuntimeConfig.model_validate(
+            {**config.runtime.model_dump(), "host_cpu": _cpu_number(chosen)}
+        )
+        runtime.pinned_cpu()
+    except (ValidationError, ValueError) as exc:
+        raise UsageError(f"--host-cpu {value}: {exc}") from None
+    return config.model_copy(update={"runtime": runtime})
+
+
+def _cpu_number(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.isdigit() else value

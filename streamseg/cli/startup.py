@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from streamseg.config.cameras import CameraConfig
     from streamseg.config.model import ModelConfig
     from streamseg.config.pipeline import PipelineConfig
+    from streamseg.config.runtime import RuntimeConfig
 
 __all__ = ["STARTUP_ERRORS", "environment_issues", "error_field", "model_issues"]
 
@@ -56,6 +57,7 @@ def environment_issues(
 ) -> list[ConfigIssue]:
     """Problems of the machine and the cameras' files/devices; no model, no connection."""
     issues = _device_issues(config.model) + _weights_issues(config.model)
+    issues += _host_cpu_issues(config.runtime)
     for cam in cameras if cameras is not None else config.cameras:
         issues += _camera_issues(cam, config.cameras.index(cam))
     return issues
@@ -77,6 +79,15 @@ def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
         ]
     problem = cuda_problem(device) if device.type == "cuda" else None
     return [ConfigIssue(problem, ("model", "device"))] if problem else []
+
+
+def _host_cpu_issues(runtime: RuntimeConfig) -> list[ConfigIssue]:
+    try:
+        runtime.pinned_cpu()
+    except ValueError as exc:
+        message, _, hint = str(exc).removeprefix("runtime.host_cpu: ").partition("; ")
+        return [ConfigIssue(message, ("runtime", "host_cpu"), hint=hint or None)]
+    return []
 
 
 def _weights_issues(model: ModelConfig) -> list[ConfigIssue]:

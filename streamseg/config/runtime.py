@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field
 
 from streamseg.config.base import StrictModel
 
-__all__ = ["RuntimeConfig"]
+__all__ = ["RuntimeConfig", "usable_cpus"]
 
 
 class RuntimeConfig(StrictModel):
@@ -19,7 +21,10 @@ class RuntimeConfig(StrictModel):
     threads for inference (``null``: the usable cores less one, at least one,
     so that decoding, tracking and publishing keep a core: intra-op threads
     that must share every core with those stages stall at each parallel
-    region). ``drain_timeout``: seconds to finish in-flight frames and flush
+    region). ``host_cpu``: the CPU for the stages that run Python for every
+    frame (tracking and rules, encoding, the sinks' writers); ``null``: no
+    pinning (see docs/operations.md, "Threads, the GIL and small torch
+    calls"). ``drain_timeout``: seconds to finish in-flight frames and flush
     Redis on shutdown.
     """
 
@@ -27,19 +32,52 @@ class RuntimeConfig(StrictModel):
     results_queue: int = Field(default=8, ge=1, le=10_000)
     publish_queue: int = Field(default=64, ge=1, le=100_000)
     torch_threads: int | None = Field(default=None, ge=1, le=1024)
+    host_cpu: Annotated[int, Field(ge=0, le=65535)] | Literal["last"] | None = Field(
+        default=None,
+        description="the CPU for tracking, rules, encoding and the sinks' threads: a number, "
+        "or last (the highest-numbered CPU this process may use); null: not pinned",
+    )
     drain_timeout: float = Field(default=15.0, gt=0, le=3600)
     status_interval: float = Field(
         default=10.0, gt=0, le=3600, description="seconds between status log lines"
     )
 
+    def pinned_cpu(self) -> int | None:
+        """The CPU of ``host_cpu`` (``last`` resolved), or ``None``.
+
+        Raises ``ValueError`` naming the field when this process may not run
+        on it or threads cannot be pinned here.
+        """
+        if self.host_cpu is None:
+            return None
+        import os
+
+        if not hasattr(os, "sched_setaffinity"):
+            raise ValueError(
+                "runtime.host_cpu: threads cannot be pinned to a CPU on this system; "
+                "remove runtime.host_cpu"
+            )
+        cpus = sorted(usable_cpus())
+        cpu = cpus[-1] if self.host_cpu == "last" else self.host_cpu
+        if cpu not in cpus:
+            raise ValueError(
+                f"runtime.host_cpu: CPU {cpu} is not one this process may run on; use one "
+                f"of {', '.join(map(str, cpus))}, last, or remove runtime.host_cpu"
+            )
+        return cpu
+
     def inference_threads(self) -> int:
         """``torch_threads``, or the usable cores less one (at least one)."""
         if self.torch_threads is not None:
             return self.torch_threads
-        import os
+        return max(1, len(usable_cpus()) - 1)
 
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
-        return max(1, cores - 1)
+
+def usable_cpus() -> set[int]:
+    """The CPUs this process may run on (all of ``os.cpu_count()`` off Linux)."""
+    import os
+
+    try:
+        return set(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return set(range(os.cpu_count() or 1))

@@ -216,4 +216,5 @@ def build_pipeline(
         between_batches=between_batches,
         on_events=on_events,
         tap=tap,
+        host_cpu=rt.pinned_cpu(),
     )

@@ -19,10 +19,12 @@ itself when every file is done.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from streamseg.publish.encode import MessageEncoder
@@ -69,6 +71,11 @@ class Pipeline:
             (clips around alerts).
         tap: the console's live view: frames of watched cameras keep their
             pixels through tracking and are offered to it.
+        host_cpu: run the threads that run Python for every frame (track,
+            publish and the sinks' writers) on this CPU only (``None``: no
+            pinning). They take turns on the GIL anyway, and on one core the
+            turns do not move their data between caches; decoding and the
+            model keep every core.
     """
 
     def __init__(
@@ -90,6 +97,7 @@ class Pipeline:
         between_batches: Callable[[SegmenterLike], object] | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
         tap: FrameTap | None = None,
+        host_cpu: int | None = None,
     ) -> None:
         from opentelemetry.trace import NoOpTracer
 
@@ -101,6 +109,7 @@ class Pipeline:
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.on_events = between_batches, on_events
         self.tap = tap
+        self.host_cpu = host_cpu
         self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
         self.drain_timeout = drain_timeout
         self.metrics = metrics
@@ -137,14 +146,15 @@ class Pipeline:
     # -- control ---------------------------------------------------------
     def start(self) -> None:
         """Start every thread; the sinks connect in their own, without delaying the others."""
-        for sink in self.sinks:
-            sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
+        with _on_cpu(self.host_cpu):  # threads inherit their creator's CPUs
+            for sink in self.sinks:
+                sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
+            self._spawn("track", self._run_track)
+            self._spawn("publish", self._run_publish)
         for cid, src in self.sources.items():
             self._ingest[cid] = self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._started = True
         self._spawn("segment", self._run_segment)
-        self._spawn("track", self._run_track)
-        self._spawn("publish", self._run_publish)
 
     def stop(self) -> None:
         """Stop reading cameras; what was read still drains to the sinks."""
@@ -510,3 +520,18 @@ def _health_state(health: Any) -> str:
 
 def _scrub(text: Any) -> Any:
     return redact_text(text) if isinstance(text, str) else text
+
+
+@contextlib.contextmanager
+def _on_cpu(cpu: int | None) -> Iterator[None]:
+    """The calling thread runs on ``cpu`` only meanwhile (so do the threads it starts,
+    which keep that); ``None``: nothing changes."""
+    if cpu is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)

@@ -95,6 +95,12 @@ CASES: list[Case] = [
         ["not a .pt2 archive", "streamseg export"],
     ),
     (
+        "host_cpu_not_usable",
+        lambda w: _pipeline(runtime={"host_cpu": 4095}),
+        "runtime.host_cpu",
+        ["CPU 4095 is not one this process may run on", "use one of 0"],
+    ),
+    (
         "unknown_file_url_option",
         lambda w: _pipeline(cameras=[{"id": "cam", "url": f"{w['good']}?speed=2"}]),
         "cameras[0].url",

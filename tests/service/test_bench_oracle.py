@@ -4,6 +4,7 @@ and the JSON reports CPU time per stage."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -41,10 +42,14 @@ def _pipeline(tmp_path: Path, redis_url: str) -> Path:
 def test_oracle_publishes_ground_truth(cli, tmp_path: Path, redis_server: RedisServer, source):  # type: ignore[no-untyped-def]
     path = _pipeline(tmp_path, redis_server.url)
     args = ("bench", "pipeline", str(path), "--model", "oracle", "--input", source)
+    if source == "memory":  # the per-frame Python threads on one CPU
+        args += ("--host-cpu", "last")
     proc = cli(*args, "--frames", str(FRAMES), "--cameras", "2", timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["model"] == "oracle" and out["input"] == source
+    pinned = max(os.sched_getaffinity(0)) if source == "memory" else None
+    assert out["host_cpu"] == pinned
     assert out["image_size"] == [64, 96] and out["rules_per_camera"] == 1
     assert out["scene_objects"] == 3 and 0 < out["objects_per_frame"] <= 3
     assert out["e2e_frames_published"] == 2 * FRAMES and out["e2e_fps"] > 0
