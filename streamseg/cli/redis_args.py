@@ -17,7 +17,13 @@ from streamseg.cli import UsageError
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.redis import RedisConfig
 
-__all__ = ["add_redis_arguments", "load_pipeline_or_exit", "redis_section", "stream_prefix"]
+__all__ = [
+    "add_detections_source",
+    "add_redis_arguments",
+    "load_pipeline_or_exit",
+    "redis_section",
+    "stream_prefix",
+]
 
 URL_ENV = "STREAMSEG_REDIS_URL"
 
@@ -36,6 +42,23 @@ def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prefix", help="stream prefix (default: the --pipeline's stream_prefix, else streamseg)"
+    )
+
+
+def add_detections_source(parser: argparse.ArgumentParser, *, redis_default: str) -> None:
+    """Where recorded detections messages come from (one is required): ``--input
+    FILE`` (JSON lines, ``-`` for stdin) or ``--redis [URL]``, the URL defaulting
+    as ``redis_default`` says."""
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--input", metavar="FILE", help="JSON-lines file of detections messages ('-': stdin)"
+    )
+    source.add_argument(
+        "--redis",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help=f"read <prefix>:detections:<camera> streams (URL default: {redis_default})",
     )
 
 

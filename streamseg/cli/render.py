@@ -24,7 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
-from streamseg.cli.redis_args import load_pipeline_or_exit, redis_section
+from streamseg.cli.redis_args import (
+    add_detections_source,
+    load_pipeline_or_exit,
+    redis_section,
+)
 
 if TYPE_CHECKING:
     from streamseg.config.pipeline import PipelineConfig
@@ -38,17 +42,8 @@ Messages = dict[int, tuple[str, dict[str, Any]]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("clip", metavar="CLIP", help="the video the detections were made from")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--input", metavar="FILE", help="JSON-lines file of detections messages ('-': stdin)"
-    )
-    source.add_argument(
-        "--redis",
-        nargs="?",
-        const="",
-        metavar="URL",
-        help="read <prefix>:detections:<camera> (URL default: the --pipeline's redis.url, "
-        "else redis://127.0.0.1:6379/0)",
+    add_detections_source(
+        parser, redis_default="the --pipeline's redis.url, else redis://127.0.0.1:6379/0"
     )
     parser.add_argument("-o", "--output", required=True, metavar="OUT.mp4", help="the MP4 to write")
     parser.add_argument(

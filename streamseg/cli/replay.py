@@ -21,23 +21,16 @@ import sys
 from typing import Any
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli.redis_args import add_detections_source
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", metavar="PIPELINE", help="pipeline.yaml with the rules to try")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--input", metavar="FILE", help="JSON-lines file of detections messages ('-': stdin)"
-    )
-    source.add_argument(
-        "--redis",
-        nargs="?",
-        const="",
-        metavar="URL",
-        help="read <prefix>:detections:<camera> streams (URL default: the pipeline's redis.url; "
-        "its password and TLS files apply either way)",
+    add_detections_source(
+        parser,
+        redis_default="the pipeline's redis.url; its password and TLS files apply either way",
     )
     parser.add_argument("--prefix", help="stream prefix (default: the pipeline's stream_prefix)")
     parser.add_argument(
