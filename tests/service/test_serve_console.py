@@ -30,17 +30,26 @@ ALERT_SCHEMA = REPO / "streamseg/schemas/alert.schema.json"
 DEMO = REPO / "models" / "demo_small.pth"
 
 
-def test_console_live_view_token_and_live_rule_changes(
+def _serving(
     serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
-) -> None:
-    from PIL import Image
-
+) -> tuple[ServeProcess, int, Path]:
+    """``serve`` on the console pipeline (cameras a and b), once both stream; with its
+    HTTP port and its pipeline.yaml."""
     port = free_port()
     path = console_pipeline(tmp_path, redis_server.url, port)
     proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
     proc.wait_for(
         lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "both stream"
     )
+    return proc, port, path
+
+
+def test_console_live_view_token_and_live_rule_changes(
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    proc, port, path = _serving(serve, redis_server, tmp_path)
     # The probes answer as before, without a token.
     assert proc.get("/healthz")[0] == 200
     assert proc.readyz()["http_status"] == 200
@@ -181,12 +190,7 @@ def test_console_live_view_token_and_live_rule_changes(
 def test_cameras_added_changed_and_removed_while_serving(
     serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    port = free_port()
-    path = console_pipeline(tmp_path, redis_server.url, port)
-    proc = serve(None, path=path, http_port=port, env={"CONSOLE_TOKEN": TOKEN})
-    proc.wait_for(
-        lambda: all(proc.camera(c).get("state") == "streaming" for c in "ab"), 120, "both stream"
-    )
+    proc, port, path = _serving(serve, redis_server, tmp_path)
     client = redis_server.client()
 
     def seqs(cam: str) -> list[int]:
