@@ -99,17 +99,12 @@ class Membership:
         return self.contains(view.anchors(self.anchor, "first_boxes")[idx])
 
     def contains(self, points: F64) -> Bool:
-        """``(K,)``: ``Polygon.contains`` (boundary included), exact depths only near it."""
-        cells = self._cell_map()
-        sure = cells.classify(points)
-        out: Bool = sure == IN
-        unsure = (sure == UNKNOWN).nonzero()[0]
-        if len(unsure) > FEW:
-            out[unsure] = self.polygon.contains(points[unsure])
-        else:
-            for k, (x, y) in zip(unsure.tolist(), points[unsure].tolist(), strict=True):
-                out[k] = cells.depth(x, y) >= 0
-        return out
+        """``(K,)``: ``Polygon.contains`` (boundary included), exact depths only near it.
+
+        The test of a track seen for the first time: inside at depth 0 or more.
+        """
+        n = len(points)
+        return self._by_anchor(points, np.arange(n), np.full(n, UNKNOWN, np.int8))
 
     def _cell_map(self) -> _CellMap:
         if self._cells is None:
