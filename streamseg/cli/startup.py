@@ -82,12 +82,10 @@ def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
 
 
 def _host_cpu_issues(runtime: RuntimeConfig) -> list[ConfigIssue]:
-    try:
-        runtime.pinned_cpu()
-    except ValueError as exc:
-        message, _, hint = str(exc).removeprefix("runtime.host_cpu: ").partition("; ")
-        return [ConfigIssue(message, ("runtime", "host_cpu"), hint=hint or None)]
-    return []
+    problem = runtime.host_cpu_problem()
+    if problem is None:
+        return []
+    return [ConfigIssue(problem[0], ("runtime", "host_cpu"), hint=problem[1])]
 
 
 def _weights_issues(model: ModelConfig) -> list[ConfigIssue]:

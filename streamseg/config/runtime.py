@@ -45,26 +45,30 @@ class RuntimeConfig(StrictModel):
     def pinned_cpu(self) -> int | None:
         """The CPU of ``host_cpu`` (``last`` resolved), or ``None``.
 
-        Raises ``ValueError`` naming the field when this process may not run
-        on it or threads cannot be pinned here.
+        Raises ``ValueError`` naming the field when ``host_cpu_problem`` finds one.
         """
+        problem = self.host_cpu_problem()
+        if problem is not None:
+            raise ValueError(f"runtime.host_cpu: {problem[0]}; {problem[1]}")
+        if self.host_cpu is None:
+            return None
+        return max(usable_cpus()) if self.host_cpu == "last" else self.host_cpu
+
+    def host_cpu_problem(self) -> tuple[str, str] | None:
+        """Why ``host_cpu`` cannot be used here, as ``(problem, fix)``; ``None`` when it can."""
         if self.host_cpu is None:
             return None
         import os
 
         if not hasattr(os, "sched_setaffinity"):
-            raise ValueError(
-                "runtime.host_cpu: threads cannot be pinned to a CPU on this system; "
-                "remove runtime.host_cpu"
-            )
+            return "threads cannot be pinned to a CPU on this system", "remove runtime.host_cpu"
         cpus = sorted(usable_cpus())
-        cpu = cpus[-1] if self.host_cpu == "last" else self.host_cpu
-        if cpu not in cpus:
-            raise ValueError(
-                f"runtime.host_cpu: CPU {cpu} is not one this process may run on; use one "
-                f"of {', '.join(map(str, cpus))}, last, or remove runtime.host_cpu"
+        if self.host_cpu != "last" and self.host_cpu not in cpus:
+            return (
+                f"CPU {self.host_cpu} is not one this process may run on",
+                f"use one of {', '.join(map(str, cpus))}, last, or remove runtime.host_cpu",
             )
-        return cpu
+        return None
 
     def inference_threads(self) -> int:
         """``torch_threads``, or the usable cores less one (at least one)."""
