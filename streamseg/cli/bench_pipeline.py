@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
     if args.host_cpu is not None:
         config = _with_host_cpu(config, args.host_cpu)
+    problem = config.runtime.host_cpu_problem()  # the file's or --host-cpu's
+    if problem is not None:
+        raise UsageError(f"runtime.host_cpu: {problem[0]}; {problem[1]}")
     import torch
 
     torch.set_num_threads(config.runtime.inference_threads())
@@ -284,7 +287,7 @@ def _threads() -> int:
 
 
 def _with_host_cpu(config, value: str):  # type: ignore[no-untyped-def]
-    """``config`` with ``runtime.host_cpu`` from ``--host-cpu`` (checked like the file's)."""
+    """``config`` with ``runtime.host_cpu`` from ``--host-cpu`` (a value the file could hold)."""
     from pydantic import ValidationError
 
     from streamseg.config.runtime import RuntimeConfig
@@ -294,8 +297,7 @@ def _with_host_cpu(config, value: str):  # type: ignore[no-untyped-def]
         runtime = RuntimeConfig.model_validate(
             {**config.runtime.model_dump(), "host_cpu": _cpu_number(chosen)}
         )
-        runtime.pinned_cpu()
-    except (ValidationError, ValueError) as exc:
+    except ValidationError as exc:
         raise UsageError(f"--host-cpu {value}: {exc}") from None
     return config.model_copy(update={"runtime": runtime})
 
