@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -51,6 +50,14 @@ class FrameTruth:
     boxes: Tensor
     labels: Tensor
     crops: tuple[Tensor, ...]
+    corners: Tensor = dataclasses.field(init=False, repr=False, compare=False)
+    scores: Tensor = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Made once: a torch call per frame would let other threads take the
+        # GIL in the middle of the host path the benchmark times.
+        object.__setattr__(self, "corners", self.boxes.to(torch.int64))
+        object.__setattr__(self, "scores", torch.ones((len(self.crops),), dtype=torch.float32))
 
     @classmethod
     def of(cls, gt: Instances) -> FrameTruth:
@@ -64,23 +71,12 @@ class FrameTruth:
 
     def instances(self) -> Instances:
         """``Instances`` with box-local ``MaskCrops`` (scores 1, no track ids), the
-        form Mask R-CNN's post-processing hands to the host path.
-
-        Made once and shared (instances are never changed in place): torch
-        calls per frame would let other threads take the GIL in the middle of
-        the host path the benchmark times.
-        """
-        return self._instances
-
-    @functools.cached_property
-    def _instances(self) -> Instances:
-        masks = MaskCrops(
-            image_size=self.image_size, boxes=self.boxes.to(torch.int64), crops=self.crops
-        )
+        form Mask R-CNN's post-processing hands to the host path."""
+        masks = MaskCrops(image_size=self.image_size, boxes=self.corners, crops=self.crops)
         return Instances(
             image_size=self.image_size,
             boxes=self.boxes,
-            scores=torch.ones((len(self.crops),), dtype=torch.float32),
+            scores=self.scores,
             labels=self.labels,
             masks=masks,
         )
