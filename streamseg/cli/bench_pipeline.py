@@ -97,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from streamseg.config import ConfigError, load_pipeline
     from streamseg.runtime import bench
-    from streamseg.runtime.factory import build_segmenter
+    from streamseg.runtime.factory import build_model_stage
     from streamseg.runtime.logs import setup_logging
 
     setup_logging(args.log_level)
@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"runtime.host_cpu: {problem[0]}; {problem[1]}")
     import torch
 
+    from streamseg.runtime.memory import keep_heap_memory
+
+    keep_heap_memory()  # as serve does
     torch.set_num_threads(config.runtime.inference_threads())
     if args.model == "oracle":
         with tempfile.TemporaryDirectory() as tmp:
@@ -129,33 +132,36 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{clip}: no frames could be decoded")
         if len(images) < args.frames:
             log.warning("bench: the clip has only %d frames", len(images))
-        segmenter = build_segmenter(config.model)
-        batch = config.model.batch_size
-        for _ in range(args.warmup):
-            bench.model_only_fps(segmenter, images[:batch], batch)
-        with bench.redis_for_bench(config.redis) as redis:
-            e2e_config = config.model_copy(update={"redis": redis})
-            if args.warmup:  # one-off costs (imports, kernels loaded, connections) untimed
-                bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
-            # Alternated, so that each pair shares the machine's state of the moment.
-            rounds = []
-            for _ in range(args.repeat):
-                model = bench.model_only_fps(segmenter, images, batch)
-                e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
-                rounds.append((model, e2e))
-            watched = (
-                bench.run_end_to_end(
-                    e2e_config, segmenter, clip, cameras=args.cameras, viewers=True
+        segmenter = build_model_stage(config)
+        try:
+            batch = config.model.batch_size
+            for _ in range(args.warmup):
+                bench.model_only_fps(segmenter, images[:batch], batch)
+            with bench.redis_for_bench(config.redis) as redis:
+                e2e_config = config.model_copy(update={"redis": redis})
+                if args.warmup:  # one-off costs (imports, kernels loaded, connections) untimed
+                    bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+                # Alternated, so that each pair shares the machine's state of the moment.
+                rounds = []
+                for _ in range(args.repeat):
+                    model = bench.model_only_fps(segmenter, images, batch)
+                    e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+                    rounds.append((model, e2e))
+                watched = (
+                    bench.run_end_to_end(
+                        e2e_config, segmenter, clip, cameras=args.cameras, viewers=True
+                    )
+                    if args.viewers
+                    else None
                 )
-                if args.viewers
-                else None
-            )
-            live = bench.run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
-        segmenter.close()
+                live = bench.run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
+        finally:
+            segmenter.close()  # the model's own process, when it has one, ends here
     extra = {
         "arch": config.model.arch,
         "device": config.model.device,
         "backend": config.model.backend,
+        "model_process": config.runtime.model_process,
         "precision": config.model.precision,
         "batch_size": batch,
         "frames": len(images),

@@ -37,7 +37,8 @@ class PipelineConfig(StrictModel):
     _unique_sinks = field_validator("sinks")(check_sink_names)
 
     def reference_issues(self) -> list[ConfigIssue]:
-        """Sections that name something the file does not define (a camera id, a rule, a class).
+        """Sections that name something the file does not define (a camera id, a rule, a
+        class), and settings that cannot run together.
 
         The loader reports these with the other errors (each names its field
         and the names that do exist).
@@ -72,7 +73,22 @@ class PipelineConfig(StrictModel):
             for i, name in enumerate(clips.rules)
             if name not in rules
         ]
-        return issues + self._class_issues()
+        return issues + self._class_issues() + self._model_process_issues()
+
+    def _model_process_issues(self) -> list[ConfigIssue]:
+        """``runtime.model_process`` takes frames from CPU memory; DALI leaves them on the GPU."""
+        if not self.runtime.model_process:
+            return []
+        return [
+            ConfigIssue(
+                "the model's own process takes frames from CPU memory, but this camera "
+                "decodes with dali into GPU memory",
+                loc=("cameras", i, "decode"),
+                hint="use decode: pyav for this camera, or set runtime.model_process: false",
+            )
+            for i, cam in enumerate(self.cameras)
+            if cam.decode == "dali"
+        ]
 
     def _class_issues(self) -> list[ConfigIssue]:
         """Rule ``classes`` outside ``model.class_names`` (when the file names the classes)."""

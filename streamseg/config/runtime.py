@@ -24,7 +24,9 @@ class RuntimeConfig(StrictModel):
     region). ``host_cpu``: the CPU for the stages that run Python for every
     frame (tracking and rules, encoding, the sinks' writers); ``null``: no
     pinning (see docs/operations.md, "Threads, the GIL and small torch
-    calls"). ``drain_timeout``: seconds to finish in-flight frames and flush
+    calls"). ``model_process``: run the model in a process of its own, so
+    that its torch calls never wait for those stages' Python (same section).
+    ``drain_timeout``: seconds to finish in-flight frames and flush
     Redis on shutdown.
     """
 
@@ -36,6 +38,11 @@ class RuntimeConfig(StrictModel):
         default=None,
         description="the CPU for tracking, rules, encoding and the sinks' threads: a number, "
         "or last (the highest-numbered CPU this process may use); null: not pinned",
+    )
+    model_process: bool = Field(
+        default=False,
+        description="run the model in its own process (frames through shared memory), so that "
+        "tracking, rules and publishing never hold the GIL the model's torch calls need",
     )
     drain_timeout: float = Field(default=15.0, gt=0, le=3600)
     status_interval: float = Field(

@@ -25,6 +25,7 @@ Frames come from an H.264 clip decoded on the CPU, or from memory
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -197,13 +198,31 @@ def decode_clip(path: str | Path, limit: int | None = None) -> list[torch.Tensor
 def model_only_fps(
     segmenter: SegmenterLike, images: Sequence[torch.Tensor], batch_size: int
 ) -> BenchResult:
-    """Time ``segment`` over in-memory frames in batches of ``batch_size``."""
+    """Time ``segment`` over in-memory frames in batches of ``batch_size``.
+
+    A model in its own process (``submit``) gets the next batch while it runs
+    one, as the pipeline sends them.
+    """
     frames = [Frame("bench", i, None, 0.0, img) for i, img in enumerate(images)]
+    batches = [
+        FrameBatch(tuple(frames[start : start + batch_size]))
+        for start in range(0, len(frames), batch_size)
+    ]
     device = torch.device(getattr(segmenter, "device", "cpu"))
+    submit = getattr(segmenter, "submit", None)
     _synchronize(device)
     t0 = time.perf_counter()
-    for start in range(0, len(frames), batch_size):
-        segmenter.segment(FrameBatch(tuple(frames[start : start + batch_size])))
+    if submit is not None:
+        in_flight: collections.deque[Any] = collections.deque()
+        for batch in batches:
+            in_flight.append(submit(batch))  # waits while the process holds enough
+            while len(in_flight) > 1:
+                in_flight.popleft().result()
+        for future in in_flight:
+            future.result()
+    else:
+        for batch in batches:
+            segmenter.segment(batch)
     _synchronize(device)  # kernels still queued on a GPU belong to this run
     return BenchResult(len(frames), time.perf_counter() - t0, [])
 
@@ -261,13 +280,13 @@ def run_sources(
     """
     watching = ConsoleViewers(config, segmenter.class_names, list(sources)) if viewers else None
     pipeline = _pipeline(config, segmenter, sources, watching.live if watching else None)
-    cpu0, t0 = _process_cpu(), time.monotonic()
+    cpu0, t0 = _process_cpu(segmenter), time.monotonic()
     with watching or contextlib.nullcontext():
         pipeline.start()
         pipeline.wait()
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
-    cpu = {**pipeline.cpu_seconds(), "process": _process_cpu() - cpu0}
+    cpu = {**pipeline.cpu_seconds(), "process": _process_cpu(segmenter) - cpu0}
     pipeline.join()
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
@@ -276,9 +295,11 @@ def run_sources(
     return BenchResult(published, end - t0, stats.all_latencies(), cpu, rendered)
 
 
-def _process_cpu() -> float:
-    """CPU seconds of this process so far, every thread (user + system)."""
-    return time.process_time()
+def _process_cpu(segmenter: SegmenterLike) -> float:
+    """CPU seconds of this process so far, every thread (user + system), and of
+    the model's own process when it has one (``runtime.model_process``)."""
+    elsewhere = getattr(segmenter, "process_cpu_seconds", None)
+    return time.process_time() + (elsewhere() if elsewhere is not None else 0.0)
 
 
 class ConsoleViewers:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "build_clip_hook",
     "build_encoder",
+    "build_model_stage",
     "build_pipeline",
     "build_segmenter",
     "build_swap_controller",
@@ -108,6 +109,17 @@ def resolve_weights(model: ModelConfig) -> str | None:
 
         raise FileNotFoundError(not_cached_message(entry))
     raise FileNotFoundError(f"model weights not found: {path}")
+
+
+def build_model_stage(config: PipelineConfig) -> SegmenterLike:
+    """The model as the pipeline runs it: in this process, or in its own
+    (``runtime.model_process``) with ``runtime``'s torch threads."""
+    if config.runtime.model_process:
+        from streamseg.runtime.model_process import ModelProcess
+
+        threads = config.runtime.inference_threads()
+        return ModelProcess(config.model, threads=threads)
+    return build_segmenter(config.model)
 
 
 def build_segmenter(model: ModelConfig) -> SegmenterLike:

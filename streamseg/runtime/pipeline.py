@@ -6,6 +6,9 @@
         -> CameraQueues (live: drop oldest; file: block)
     segment thread: take_batch (stage "batch") -> Segmenter.segment (stage "segment")
         -> StageQueue "results" (block)
+      (a model in its own process: the segment thread sends each batch with
+      segmenter.submit and goes on; thread "segment-results" waits for each
+      batch's results in order and queues them)
     track thread: TrackingStage.process per frame (stage "track")
         -> StageQueue "publish" (block)
     publish thread: encode each message once (stage "publish") -> every sink
@@ -20,11 +23,13 @@ itself when every file is done.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from streamseg.publish.encode import MessageEncoder
@@ -36,7 +41,7 @@ from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
-from streamseg.types import Event, Frame, FrameBatch, FrameResult
+from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
 __all__ = ["STAGES", "Pipeline"]
 
@@ -50,6 +55,7 @@ MAX_CONSECUTIVE_FAILURES = 5
 SOURCE_RESTART_DELAY = 1.0
 
 TrackItem = tuple[FrameResult, list[Event]]
+InFlight = tuple[list[Frame], "Future[list[Instances]]", float]
 
 
 class Pipeline:
@@ -122,6 +128,9 @@ class Pipeline:
         for cid, src in self.sources.items():
             self._add_queue(cid, src)
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
+        # Batches sent to a model in its own process, waiting for their results.
+        self._in_flight: StageQueue[InFlight] = StageQueue("in_flight", 2)
+        self._segment_failures = 0
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
         self.delivery = Delivery(
             sinks=len(self.sinks), stats=self.stats, metrics=metrics, tracer=self.tracer
@@ -154,7 +163,13 @@ class Pipeline:
         for cid, src in self.sources.items():
             self._ingest[cid] = self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._started = True
-        self._spawn("segment", self._run_segment)
+        if callable(getattr(self.segmenter, "submit", None)):
+            # A model in its own process takes the next batch while it runs
+            # this one: one thread sends batches, another takes the results.
+            self._spawn("segment", self._run_submit)
+            self._spawn("segment-results", self._run_collect)
+        else:
+            self._spawn("segment", self._run_segment)
 
     def stop(self) -> None:
         """Stop reading cameras; what was read still drains to the sinks."""
@@ -310,37 +325,76 @@ class Pipeline:
         self.tracer.end(frame, dropped="queue_full")
 
     # -- batch + segment -----------------------------------------------------
+    def _next_batch(self) -> list[Frame] | None:
+        t0 = time.thread_time()
+        frames = self.queues.take_batch(self.batch_size, self.max_wait)
+        if frames is not None:
+            self._record_batch(frames)
+            self.stats.add_cpu("batching", time.thread_time() - t0)
+        return frames
+
     def _run_segment(self) -> None:
-        failures = 0
         try:
-            while True:
-                t0 = time.thread_time()
-                frames = self.queues.take_batch(self.batch_size, self.max_wait)
-                if frames is None:
-                    break
-                self._record_batch(frames)
-                self.stats.add_cpu("batching", time.thread_time() - t0)
-                try:
-                    results = self._segment(frames)
-                except Exception as exc:
-                    failures += 1
-                    self._stage_error("segment", exc)
-                    for f in frames:
-                        self.stats.dropped(f.camera_id, "segment_error")
-                        self.tracer.end(f, dropped="segment_error")
-                    if failures >= MAX_CONSECUTIVE_FAILURES:
-                        self._fail("segment", exc)
-                    continue
-                failures = 0
-                t0 = time.thread_time()
-                for r in results:
-                    self.results.put(r)
-                self.stats.add_cpu("host_copy", time.thread_time() - t0)
+            while (frames := self._next_batch()) is not None:
+                run = functools.partial(self.segmenter.segment, FrameBatch(tuple(frames)))
+                self._segmented(frames, run)
                 self._between_batches()
         except BaseException as exc:
             self._fail("segment", exc)
         finally:
             self.results.close()
+
+    def _run_submit(self) -> None:
+        """Send each batch to the model (``segmenter.submit``) without waiting for it."""
+        try:
+            while (frames := self._next_batch()) is not None:
+                t0 = time.monotonic()
+                try:
+                    future = self.segmenter.submit(FrameBatch(tuple(frames)))  # type: ignore[attr-defined]
+                except Exception as exc:
+                    future = Future()
+                    future.set_exception(exc)
+                self._in_flight.put((frames, future, t0))
+                self._between_batches()
+        except BaseException as exc:
+            self._fail("segment", exc)
+        finally:
+            self._in_flight.close()
+
+    def _run_collect(self) -> None:
+        """Take each sent batch's results, in order, on to tracking."""
+        try:
+            end = False
+            while not end:
+                items, end = self._in_flight.get_many(1, None)
+                for frames, future, t0 in items:
+                    self._segmented(frames, future.result, t0)
+        except BaseException as exc:
+            self._fail("segment", exc)
+        finally:
+            self.results.close()
+
+    def _segmented(
+        self, frames: list[Frame], run: Callable[[], list[Instances]], t0: float | None = None
+    ) -> None:
+        """Run (or wait for) one batch and queue its results; a failed batch
+        is dropped, and too many failures in a row stop the pipeline."""
+        try:
+            results = self._segment(frames, run, t0)
+        except Exception as exc:
+            self._segment_failures += 1
+            self._stage_error("segment", exc)
+            for f in frames:
+                self.stats.dropped(f.camera_id, "segment_error")
+                self.tracer.end(f, dropped="segment_error")
+            if self._segment_failures >= MAX_CONSECUTIVE_FAILURES:
+                self._fail("segment", exc)
+            return
+        self._segment_failures = 0
+        cpu0 = time.thread_time()
+        for r in results:
+            self.results.put(r)
+        self.stats.add_cpu("host_copy", time.thread_time() - cpu0)
 
     def _between_batches(self) -> None:
         if self.between_batches is not None:
@@ -361,12 +415,19 @@ class Pipeline:
             for f in frames:
                 self.metrics.queue_wait.record(max(0.0, now - f.capture_time))
 
-    def _segment(self, frames: Sequence[Frame]) -> list[FrameResult]:
-        t0, cpu0 = time.monotonic(), time.thread_time()
+    def _segment(
+        self,
+        frames: Sequence[Frame],
+        run: Callable[[], list[Instances]],
+        t0: float | None = None,
+    ) -> list[FrameResult]:
+        t0, cpu0 = t0 or time.monotonic(), time.thread_time()
+        elsewhere0 = getattr(self.segmenter, "cpu_seconds", 0.0)  # a model in its own process
         with self.tracer.stage("segment", frames, cameras=sorted({f.camera_id for f in frames})):
-            instances = self.segmenter.segment(FrameBatch(tuple(frames)))
+            instances = run()
         cpu1 = time.thread_time()
-        self.stats.add_cpu("model", cpu1 - cpu0)
+        elsewhere = getattr(self.segmenter, "cpu_seconds", 0.0) - elsewhere0
+        self.stats.add_cpu("model", cpu1 - cpu0 + elsewhere)
         if len(instances) != len(frames):
             raise RuntimeError(
                 f"segmenter returned {len(instances)} results for {len(frames)} frames"

@@ -20,8 +20,8 @@ from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.runtime.factory import (
     build_clip_hook,
+    build_model_stage,
     build_pipeline,
-    build_segmenter,
     build_swap_controller,
     decode_device,
     open_camera,
@@ -201,9 +201,12 @@ class Service:
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         import torch
 
-        rt, model = self.config.runtime, self.config.model
+        from streamseg.runtime.memory import keep_heap_memory
+
+        rt = self.config.runtime
+        keep_heap_memory()  # before the model's first batch (runtime/memory.py)
         torch.set_num_threads(rt.inference_threads())
-        segmenter = build_segmenter(model)
+        segmenter = build_model_stage(self.config)
         self.model_loaded = True
         if self.events is not None:
             self.events.class_names = tuple(segmenter.class_names)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -47,5 +49,11 @@ def test_default_pipeline_serves(
     alert = json.loads(fields[b"data"])
     assert alert["camera_id"] == "synth-a" and alert["label_name"] in SYNTHETIC_CLASSES
     assert alert["rule"] in {"enter-right", "cross-middle", "linger-right", "crowd-right"}
+    # The shipped file runs the model in its own process; stopping ends it.
+    found_pid = re.search(r"model: started its own process \(pid (\d+)\)", proc.log)
+    assert found_pid, proc.tail()
+    worker = Path(f"/proc/{found_pid.group(1)}")
+    assert worker.exists()
     assert proc.terminate() == 0, proc.tail()
     assert "Traceback" not in proc.log
+    assert not worker.exists() or worker.joinpath("stat").read_text().split(") ")[1][0] in "ZX"

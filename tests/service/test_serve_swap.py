@@ -71,16 +71,24 @@ def _labels(messages: list[dict]) -> list[set[str]]:  # type: ignore[type-arg]
     return [{i["label_name"] for i in m["instances"]} for m in messages]
 
 
+@pytest.mark.parametrize("model_process", [False, True], ids=["in-process", "own-process"])
 def test_swap_over_redis_between_batches_loses_no_frame(
-    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
+    serve: Callable[..., ServeProcess],
+    redis_server: RedisServer,
+    tmp_path: Path,
+    model_process: bool,
 ) -> None:
+    """In process, and with the model in its own process (batches sent ahead,
+    the swap loaded there, a refused file's reason carried back)."""
     frames = 100
     clip = _clip(tmp_path, frames)
     discs = _discs_only(tmp_path / "discs.pth")
     broken = tmp_path / "broken.pth"
     broken.write_bytes(discs.read_bytes()[:5000])  # a truncated download
     renamed = _renamed(tmp_path / "renamed.pth")
-    proc = serve(_pipeline(redis_server, clip, DEMO))
+    config = _pipeline(redis_server, clip, DEMO)
+    config.setdefault("runtime", {})["model_process"] = model_process
+    proc = serve(config)
     client = redis_server.client()
     proc.wait_for(lambda: client.xlen("streamseg:detections:clip") >= 10, 120, "first frames")
 
@@ -104,6 +112,7 @@ def test_swap_over_redis_between_batches_loses_no_frame(
     assert 10 <= last_mixed < frames - 10
     assert any(labels[last_mixed + 1 :]), "no detections after the swap"
     assert f"now serving {discs}" in proc.log
+    assert ("model: started its own process" in proc.log) == model_process
 
 
 def test_watch_weights_reloads_a_replaced_file(

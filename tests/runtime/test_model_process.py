@@ -1,0 +1,245 @@
+"""runtime.model_process: the model in its own process gives what it gives in process,
+hot-swaps, survives its process being killed, and reports a failed start clearly."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from streamseg.config import ConfigError, load_pipeline
+from streamseg.config.model import ModelConfig
+from streamseg.models.checkpoint import CheckpointError, save_checkpoint
+from streamseg.runtime.bench import MemorySource
+from streamseg.runtime.factory import build_model_stage, build_pipeline, build_segmenter
+from streamseg.runtime.model_process import ModelProcess, ModelProcessError
+from streamseg.synthetic.scene import SyntheticScene
+from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
+from tests.support.serve import service_pipeline
+from tests.support.servers import RedisServer
+
+URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
+NAMES = ["__background__", "disc", "square", "triangle", "star"]
+OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
+
+
+def _checkpoint(path: Path, seed: int, names: list[str] = NAMES) -> Path:
+    """maskrcnn_small with random weights of ``seed``, as the trainer saves it."""
+    from streamseg.models import build_model
+
+    torch.manual_seed(seed)
+    model = build_model("maskrcnn_small", class_names=names, **OPTIONS)
+    meta = {"arch": "maskrcnn_small", "class_names": names, "model_options": OPTIONS}
+    save_checkpoint(path, model.state_dict(), **meta)
+    return path
+
+
+def _batches(count: int) -> list[FrameBatch]:
+    scene = SyntheticScene.from_url("synthetic://?seed=6&width=96&height=64&objects=3")
+    frames = [Frame("c", i, i / 15, 0.0, scene.frame(i).image) for i in range(2 * count)]
+    return [FrameBatch((frames[i], frames[i + 1])) for i in range(0, 2 * count, 2)]
+
+
+def _same(a: Instances, b: Instances) -> None:
+    assert a.image_size == b.image_size and len(a) == len(b) > 0
+    assert torch.equal(a.boxes, b.boxes) and torch.equal(a.scores, b.scores)
+    assert torch.equal(a.labels, b.labels)
+    assert isinstance(a.masks, MaskCrops) and isinstance(b.masks, MaskCrops)
+    assert torch.equal(a.masks.boxes, b.masks.boxes)
+    assert all(torch.equal(x, y) for x, y in zip(a.masks.crops, b.masks.crops, strict=True))
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """In process on one thread, as the worker runs: the same sums, the same results."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def weights(tmp_path: Path) -> tuple[Path, Path]:
+    return _checkpoint(tmp_path / "a.pth", 0), _checkpoint(tmp_path / "b.pth", 1)
+
+
+def _model(path: Path) -> ModelConfig:
+    return ModelConfig(arch="maskrcnn_small", weights=str(path), batch_size=2)
+
+
+def _no_process(pid: int, timeout: float = 10.0) -> bool:
+    """``pid`` ended (gone, or a zombie its parent has not reaped yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_same_instances_swap_and_restart(
+    weights: tuple[Path, Path], one_thread: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = weights
+    batches = _batches(3)
+    caplog.set_level(logging.INFO)
+    proc = ModelProcess(_model(a), threads=1)
+    try:
+        pid = proc.pid()
+        assert pid is not None and pid != os.getpid()
+        assert proc.class_names == tuple(NAMES)
+        # The worker's own log lines reach this process's handlers (soon: they
+        # come through a queue of their own).
+        deadline = time.monotonic() + 10
+        while not any(
+            r.process == pid and "warm-up batch took" in r.getMessage() for r in caplog.records
+        ):
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.05)
+        local = build_segmenter(_model(a))
+        for batch in batches:
+            for x, y in zip(proc.segment(batch), local.segment(batch), strict=True):
+                _same(x, y)
+        assert proc.cpu_seconds > 0 and proc.process_cpu_seconds() >= proc.cpu_seconds
+
+        # Hot swap: b is loaded there; the results are b's.
+        proc.load_weights(str(b))
+        local.load_weights(str(b))
+        for x, y in zip(proc.segment(batches[0]), local.segment(batches[0]), strict=True):
+            _same(x, y)
+        # A checkpoint of other classes is refused as in process, and b stays.
+        other = _checkpoint(a.parent / "other.pth", 2, [*NAMES, "cone"])
+        with pytest.raises(CheckpointError) as refused:
+            proc.load_weights(str(other))
+        with pytest.raises(CheckpointError) as refused_here:
+            local.load_weights(str(other))
+        assert str(refused.value) == str(refused_here.value)
+        for x, y in zip(proc.segment(batches[1]), local.segment(batches[1]), strict=True):
+            _same(x, y)
+
+        # Killed with a batch in flight (stopped first, so that it cannot
+        # finish it): that batch fails with a clear error; the next one starts
+        # a new worker, which loads b again.
+        os.kill(pid, signal.SIGSTOP)
+        in_flight = proc.submit(batches[2])
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(ModelProcessError, match="model's process ended"):
+            in_flight.result(60)
+        assert _no_process(pid)
+        for x, y in zip(proc.segment(batches[2]), local.segment(batches[2]), strict=True):
+            _same(x, y)
+        assert proc.restarts == 1 and proc.pid() not in (None, pid)
+        local.close()
+    finally:
+        last = proc.pid()
+        blocks = [b.name for b in proc._blocks if b is not None]
+        proc.close()
+    assert last is not None and _no_process(last), "close() ends the worker"
+    assert blocks and not any(Path("/dev/shm", b.lstrip("/")).exists() for b in blocks)
+    with pytest.raises(ModelProcessError, match="closed"):
+        proc.segment(batches[0])
+
+
+def test_failed_start_says_why(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.pth"
+    with pytest.raises(FileNotFoundError, match=r"nowhere\.pth"):
+        ModelProcess(_model(missing), threads=1)
+
+
+def test_dali_cameras_are_refused(tmp_path: Path) -> None:
+    text = """
+cameras:
+  - {id: a, url: rtsp://127.0.0.1:8554/a, decode: dali}
+model: {device: cuda}
+runtime:
+  model_process: true
+"""
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as bad:
+        load_pipeline(path)
+    message = bad.value.format()
+    assert "cameras[0].decode" in message or "cameras.0.decode" in message
+    assert "runtime.model_process: false" in message
+
+
+def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
+    weights: tuple[Path, Path], tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A running pipeline: batches go to the model's process through the
+    submit/collect threads; killing that process loses only the batches it
+    held (counted as segment errors), a new one takes the rest."""
+    a, _b = weights
+    frames = 60
+    cams = [{"id": "scene", "url": URL}]
+    runtime = {"torch_threads": 1, "model_process": True}
+    config_tree = service_pipeline(cams, {"url": redis_server.url}, runtime=runtime)
+    config_tree["model"] = {"arch": "maskrcnn_small", "weights": str(a), "batch_size": 2}
+    config_tree["tracking"] = {"enabled": False}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(config_tree))
+    config = load_pipeline(path)
+    scene = SyntheticScene.from_url(URL)
+    images = [scene.frame(i).image for i in range(frames)]
+    model = build_model_stage(config)
+    assert isinstance(model, ModelProcess)
+    source = _Paced("scene", images, every=0.02)
+    pipeline = build_pipeline(config, segmenter=model, sources={"scene": source})
+    first = model.pid()
+    assert first is not None
+    pipeline.start()
+    try:
+        names = {t.name for t in threading.enumerate()}
+        assert {"segment", "segment-results"} <= names
+        source.reached(frames // 3).wait(30)
+        os.kill(first, signal.SIGKILL)
+        assert pipeline.wait(120), "the pipeline did not finish"
+    finally:
+        pipeline.join()
+        model.close()
+    stats = pipeline.stats.snapshot()["scene"]
+    assert pipeline.failure is None
+    assert model.restarts == 1 and _no_process(first)
+    lost = stats.dropped  # a file-like source drops nothing else: these are segment errors
+    assert 0 < lost <= 2 * ModelProcess.IN_FLIGHT  # the frames of the batches in flight
+    assert stats.published + lost == frames
+    messages = [
+        json.loads(fields[b"data"])
+        for _id, fields in redis_server.client().xrange("streamseg:detections:scene")
+    ]
+    seqs = [m["seq"] for m in messages]
+    assert seqs == sorted(seqs) and len(seqs) == stats.published  # in order, each once
+    assert seqs[-1] == frames - 1
+
+
+class _Paced(MemorySource):
+    """A file-like source that hands over a frame every ``every`` seconds."""
+
+    def __init__(self, camera_id: str, images: list[torch.Tensor], every: float) -> None:
+        super().__init__(camera_id, images)
+        self.every, self._marks = every, {}
+
+    def reached(self, count: int) -> threading.Event:
+        return self._marks.setdefault(count, threading.Event())
+
+    def run(self, emit, stop):  # type: ignore[no-untyped-def]
+        def paced(frame: Frame) -> None:
+            time.sleep(self.every)
+            emit(frame)
+            mark = self._marks.get(frame.seq + 1)
+            if mark is not None:
+                mark.set()
+
+        super().run(paced, stop)
