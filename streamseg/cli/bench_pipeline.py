@@ -162,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         "device": config.model.device,
         "backend": config.model.backend,
         "model_process": config.runtime.model_process,
+        # The model's own process is not in peak_rss_mb (this process only).
+        "model_process_peak_rss_mb": round(float(getattr(segmenter, "peak_rss_mb", 0.0)), 1)
+        if config.runtime.model_process
+        else None,
         "precision": config.model.precision,
         "batch_size": batch,
         "frames": len(images),

@@ -11,9 +11,10 @@ How: :class:`ModelProcess` stands in for the segmenter in the pipeline. A
 batch's frames are copied into one shared memory block (grown when a batch
 needs more), a small header goes through a pipe, and the worker answers
 with the instances as numpy arrays (masks as box-local crops, packed in one
-array). One batch is in flight at a time, as with the segmenter in the
-pipeline's segment thread. The worker's log records come back to this
-process's handlers (redaction included).
+array). Two batches may be in flight, each in its own block: the pipeline
+sends the next batch while the worker runs one, which hides the round
+trip. The worker's log records come back to this process's handlers
+(redaction included).
 
 A worker that dies is started again at the next batch (the batch it had is
 reported as a segment error), with the weights last loaded. Hot swap loads
@@ -84,6 +85,7 @@ class ModelProcess:
         self.device = torch.device(model.device)
         self.cpu_seconds = 0.0  # the worker's CPU time in segment(), every batch so far
         self.restarts = 0
+        self.peak_rss_mb = 0.0  # the largest resident size a worker reported
         self._ended_cpu = 0.0  # all CPU time of workers that ended
         self._worker_cpu = 0.0  # all CPU time of the running worker, at its last answer
         self._ctx = multiprocessing.get_context("spawn")  # never fork a threaded process
@@ -227,6 +229,8 @@ class ModelProcess:
                     self._free.append(block)
                 if kind == "ok":
                     self._worker_cpu = float(payload.get("process_cpu", self._worker_cpu))
+                    rss = float(payload.get("peak_rss_mb", 0.0))
+                    self.peak_rss_mb = max(self.peak_rss_mb, rss)
                     self.cpu_seconds += float(payload.get("cpu", 0.0))
                 self._cond.notify_all()
             if kind == "error":
@@ -383,11 +387,18 @@ def _worker(
                 _reply_error(conn, exc)
                 continue
             reply["process_cpu"] = time.process_time()
+            reply["peak_rss_mb"] = _peak_rss_mb()
             conn.send(("ok", reply))
     finally:
         for shm in blocks.values():
             shm.close()
         segmenter.close()
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _reply_error(conn: multiprocessing.connection.Connection, exc: BaseException) -> None:

@@ -113,6 +113,7 @@ def test_same_instances_swap_and_restart(
             for x, y in zip(proc.segment(batch), local.segment(batch), strict=True):
                 _same(x, y)
         assert proc.cpu_seconds > 0 and proc.process_cpu_seconds() >= proc.cpu_seconds
+        assert proc.peak_rss_mb > 50  # a torch process, measured there
 
         # Hot swap: b is loaded there; the results are b's.
         proc.load_weights(str(b))
