@@ -163,8 +163,11 @@ def track_rows(data: dict[str, Any]) -> Rows:
 
 
 def pipeline_rows(data: dict[str, Any]) -> Rows:
+    model = f"{data.get('arch')} {data.get('backend')} batch {data.get('batch_size')}"
+    if data.get("model_process"):
+        model += ", in its own process"
     rows = [
-        ("model", f"{data.get('arch')} {data.get('backend')} batch {data.get('batch_size')}"),
+        ("model", model),
         ("frames x cameras", f"{data.get('frames')} x {data.get('cameras')}"),
         ("model-only frames/s", _num(data.get("model_fps"))),
         ("end-to-end frames/s", _num(data.get("e2e_fps"))),
@@ -174,6 +177,10 @@ def pipeline_rows(data: dict[str, Any]) -> Rows:
         each = ", ".join(_num(r) for r in data["ratios"])
         rows.append(("end-to-end / model-only, each pair", each))
     rows.append(("latency p50 ms", _num(data.get("latency_p50_ms"))))
+    rows.append(("peak memory MB", _num(data.get("peak_rss_mb"))))
+    if data.get("model_process_peak_rss_mb"):
+        worker = _num(data["model_process_peak_rss_mb"])
+        rows.append(("peak memory MB, the model's process", worker))
     live = data.get("live")
     if live:
         rows.append(("live: processed frames/s", _num(live.get("processed_fps"))))
