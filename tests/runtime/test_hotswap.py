@@ -12,25 +12,11 @@ import torch
 
 import streamseg.segment.segmenter as segment
 from streamseg.config.redis import RedisConfig
-from streamseg.models.checkpoint import save_checkpoint
 from streamseg.publish.connect import redis_client
 from streamseg.runtime.hotswap import SwapController, request_swap, status_key, wait_for_status
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances
-
-NAMES = ["__background__", "disc", "square", "triangle", "star"]
-OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
-
-
-def _checkpoint(path: Path, seed: int, names: list[str] = NAMES) -> Path:
-    """maskrcnn_small with random weights of ``seed``, as the trainer saves it."""
-    from streamseg.models import build_model
-
-    torch.manual_seed(seed)
-    model = build_model("maskrcnn_small", class_names=names, **OPTIONS)
-    meta = {"arch": "maskrcnn_small", "class_names": names, "model_options": OPTIONS}
-    save_checkpoint(path, model.state_dict(), **meta)
-    return path
+from tests.support.checkpoints import NAMES, random_checkpoint
 
 
 def _frames() -> Iterator[Frame]:
@@ -77,10 +63,10 @@ class _Service:
 
 
 def test_swap_over_redis_between_batches(redis_server, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    a, b = _checkpoint(tmp_path / "a.pth", 0), _checkpoint(tmp_path / "b.pth", 1)
+    a, b = random_checkpoint(tmp_path / "a.pth", 0), random_checkpoint(tmp_path / "b.pth", 1)
     truncated = tmp_path / "truncated.pth"
     truncated.write_bytes(b.read_bytes()[:2000])
-    three = _checkpoint(tmp_path / "three.pth", 2, NAMES[:3])  # another class count
+    three = random_checkpoint(tmp_path / "three.pth", 2, NAMES[:3])  # another class count
     seg = segment.Segmenter(arch="maskrcnn_small", weights=str(a))
     controller = SwapController(
         client_factory=lambda: redis_client(RedisConfig(url=redis_server.url)),
@@ -122,7 +108,7 @@ def test_swap_over_redis_between_batches(redis_server, tmp_path: Path, cli) -> N
 
 def test_swap_token_required(redis_server, tmp_path: Path, cli, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
     token = "tok-6f1d0c"
-    a, b = _checkpoint(tmp_path / "a.pth", 0), _checkpoint(tmp_path / "b.pth", 1)
+    a, b = random_checkpoint(tmp_path / "a.pth", 0), random_checkpoint(tmp_path / "b.pth", 1)
     seg = segment.Segmenter(arch="maskrcnn_small", weights=str(a))
     refused: list[str] = []
     cfg = RedisConfig(url=redis_server.url)

@@ -17,29 +17,17 @@ import torch
 
 from streamseg.config import ConfigError, load_pipeline
 from streamseg.config.model import ModelConfig
-from streamseg.models.checkpoint import CheckpointError, save_checkpoint
+from streamseg.models.checkpoint import CheckpointError
 from streamseg.runtime.bench import MemorySource
 from streamseg.runtime.factory import build_model_stage, build_pipeline, build_segmenter
 from streamseg.runtime.model_process import ModelProcess, ModelProcessError
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
+from tests.support.checkpoints import NAMES, random_checkpoint
 from tests.support.serve import service_pipeline
 from tests.support.servers import RedisServer
 
 URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
-NAMES = ["__background__", "disc", "square", "triangle", "star"]
-OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
-
-
-def _checkpoint(path: Path, seed: int, names: list[str] = NAMES) -> Path:
-    """maskrcnn_small with random weights of ``seed``, as the trainer saves it."""
-    from streamseg.models import build_model
-
-    torch.manual_seed(seed)
-    model = build_model("maskrcnn_small", class_names=names, **OPTIONS)
-    meta = {"arch": "maskrcnn_small", "class_names": names, "model_options": OPTIONS}
-    save_checkpoint(path, model.state_dict(), **meta)
-    return path
 
 
 def _batches(count: int) -> list[FrameBatch]:
@@ -68,7 +56,7 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture
 def weights(tmp_path: Path) -> tuple[Path, Path]:
-    return _checkpoint(tmp_path / "a.pth", 0), _checkpoint(tmp_path / "b.pth", 1)
+    return random_checkpoint(tmp_path / "a.pth", 0), random_checkpoint(tmp_path / "b.pth", 1)
 
 
 def _model(path: Path) -> ModelConfig:
@@ -121,7 +109,7 @@ def test_same_instances_swap_and_restart(
         for x, y in zip(proc.segment(batches[0]), local.segment(batches[0]), strict=True):
             _same(x, y)
         # A checkpoint of other classes is refused as in process, and b stays.
-        other = _checkpoint(a.parent / "other.pth", 2, [*NAMES, "cone"])
+        other = random_checkpoint(a.parent / "other.pth", 2, [*NAMES, "cone"])
         with pytest.raises(CheckpointError) as refused:
             proc.load_weights(str(other))
         with pytest.raises(CheckpointError) as refused_here:

@@ -1,0 +1,25 @@
+"""Small checkpoints the tests make: maskrcnn_small with random weights, as the trainer saves it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from streamseg.models.checkpoint import save_checkpoint
+
+# The synthetic scene's classes.
+NAMES = ["__background__", "disc", "square", "triangle", "star"]
+# Small inputs and every detection kept: quick, and random weights still find something.
+OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
+
+
+def random_checkpoint(path: Path, seed: int, names: list[str] = NAMES) -> Path:
+    """maskrcnn_small with random weights of ``seed`` and classes ``names``, saved at ``path``."""
+    from streamseg.models import build_model
+
+    torch.manual_seed(seed)
+    model = build_model("maskrcnn_small", class_names=names, **OPTIONS)
+    meta = {"arch": "maskrcnn_small", "class_names": names, "model_options": OPTIONS}
+    save_checkpoint(path, model.state_dict(), **meta)
+    return path
