@@ -30,13 +30,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import (
+    FrameTap,
+    SegmenterLike,
+    SourceLike,
+    SubmittingSegmenter,
+    TrackingStageLike,
+)
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -346,11 +352,12 @@ class Pipeline:
 
     def _run_submit(self) -> None:
         """Send each batch to the model (``segmenter.submit``) without waiting for it."""
+        submitter = cast(SubmittingSegmenter, self.segmenter)
         try:
             while (frames := self._next_batch()) is not None:
                 t0 = time.monotonic()
                 try:
-                    future = self.segmenter.submit(FrameBatch(tuple(frames)))  # type: ignore[attr-defined]
+                    future = submitter.submit(FrameBatch(tuple(frames)))
                 except Exception as exc:
                     future = Future()
                     future.set_exception(exc)

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from torch import Tensor
 
 from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["FrameTap", "SegmenterLike", "SourceLike", "TrackingStageLike"]
+__all__ = ["FrameTap", "SegmenterLike", "SourceLike", "SubmittingSegmenter", "TrackingStageLike"]
 
 
 class SourceLike(Protocol):
@@ -41,6 +42,14 @@ class SegmenterLike(Protocol):
     def warm_up(self) -> float: ...
 
     def close(self) -> None: ...
+
+
+class SubmittingSegmenter(SegmenterLike, Protocol):
+    """A segmenter that takes the next batch before the last one is done
+    (``streamseg.runtime.model_process.ModelProcess``): ``submit`` returns at
+    once with a future of the batch's instances; results come in order."""
+
+    def submit(self, batch: FrameBatch) -> Future[list[Instances]]: ...
 
 
 class TrackingStageLike(Protocol):

@@ -332,8 +332,12 @@ class Service:
             and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
             and not stopping
         )
+        model: dict[str, Any] = {"loaded": self.model_loaded, "arch": self.config.model.arch}
+        pid_of = getattr(p.segmenter, "pid", None) if p is not None else None
+        if pid_of is not None:  # the model in its own process (runtime.model_process)
+            model["process"] = {"pid": pid_of(), "restarts": p.segmenter.restarts}  # type: ignore[union-attr]
         details = {
-            "model": {"loaded": self.model_loaded, "arch": self.config.model.arch},
+            "model": model,
             "sinks": sinks,
             "cameras": cams,
             "stopping": stopping,
