@@ -175,7 +175,12 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     cams = [{"id": "scene", "url": URL}]
     runtime = {"torch_threads": 1, "model_process": True}
     config_tree = service_pipeline(cams, {"url": redis_server.url}, runtime=runtime)
-    config_tree["model"] = {"arch": "maskrcnn_small", "weights": str(a), "batch_size": 2}
+    config_tree["model"] = {
+        "arch": "maskrcnn_small",
+        "weights": str(a),
+        "batch_size": 2,
+        "max_wait_ms": 1000,  # full batches: two frames each
+    }
     config_tree["tracking"] = {"enabled": False}
     path = tmp_path / "pipeline.yaml"
     path.write_text(json.dumps(config_tree))
@@ -193,6 +198,13 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
         names = {t.name for t in threading.enumerate()}
         assert {"segment", "segment-results"} <= names
         source.reached(frames // 3).wait(30)
+        # Stopped first, so that batches pile up in flight (two, then submit
+        # waits), then killed: exactly those two batches are lost. The second
+        # wait comes after any answer sent before the stop has been read.
+        os.kill(first, signal.SIGSTOP)
+        _wait_in_flight(model)
+        time.sleep(0.3)
+        _wait_in_flight(model)
         os.kill(first, signal.SIGKILL)
         assert pipeline.wait(120), "the pipeline did not finish"
     finally:
@@ -202,7 +214,7 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     assert pipeline.failure is None
     assert model.restarts == 1 and _no_process(first)
     lost = stats.dropped  # a file-like source drops nothing else: these are segment errors
-    assert 0 < lost <= 2 * ModelProcess.IN_FLIGHT  # the frames of the batches in flight
+    assert lost == 2 * ModelProcess.IN_FLIGHT  # the frames of the two batches in flight
     assert stats.published + lost == frames
     messages = [
         json.loads(fields[b"data"])
@@ -211,6 +223,13 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     seqs = [m["seq"] for m in messages]
     assert seqs == sorted(seqs) and len(seqs) == stats.published  # in order, each once
     assert seqs[-1] == frames - 1
+
+
+def _wait_in_flight(model: ModelProcess) -> None:
+    deadline = time.monotonic() + 30
+    while len(model._pending) < ModelProcess.IN_FLIGHT:
+        assert time.monotonic() < deadline, "no batches went in flight"
+        time.sleep(0.01)
 
 
 class _Paced(MemorySource):
