@@ -31,6 +31,7 @@ import logging.handlers
 import multiprocessing
 import multiprocessing.connection
 import pickle
+import queue
 import signal
 import threading
 import time
@@ -97,7 +98,12 @@ class ModelProcess:
         self._proc: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
         self._reader: threading.Thread | None = None
+        # Whether the reader still takes answers. It stops at the worker's end
+        # of the pipe, which can come a moment before is_alive() turns False;
+        # a request sent after that would never be answered.
+        self._reading = False
         self._logs: Any = None
+        self._logs_done = threading.Event()
         self._log_thread: threading.Thread | None = None
         self._closed = False
         self.class_names: tuple[str, ...] = ()
@@ -108,8 +114,12 @@ class ModelProcess:
     # -- the worker's life (called with the lock held) -------------------------
     def _start(self) -> None:
         self._logs = self._ctx.Queue()
+        self._logs_done = threading.Event()
         self._log_thread = threading.Thread(
-            target=_forward_logs, args=(self._logs,), name="model-process-logs", daemon=True
+            target=_forward_logs,
+            args=(self._logs, self._logs_done),
+            name="model-process-logs",
+            daemon=True,
         )
         self._log_thread.start()
         ours, theirs = self._ctx.Pipe()
@@ -134,6 +144,7 @@ class ModelProcess:
         self._reader = threading.Thread(
             target=self._read_answers, args=(ours,), name="model-process-answers", daemon=True
         )
+        self._reading = True
         self._reader.start()
 
     def _first_answer(self, conn: Any, proc: Any) -> dict[str, Any]:
@@ -174,7 +185,10 @@ class ModelProcess:
         if conn is not None:
             conn.close()
         if self._logs is not None:
-            self._logs.put(None)  # ends the forwarding thread
+            # Not a marker put on the queue: a worker killed while writing a
+            # record holds the queue's write lock, and a put from here would
+            # then leave a thread that blocks this process's exit.
+            self._logs_done.set()
             if self._log_thread is not None:
                 self._log_thread.join(5.0)
             self._logs.close()
@@ -184,13 +198,14 @@ class ModelProcess:
         """Start a new worker if the last one died (once its answers are all failed)."""
         if self._closed:
             raise ModelProcessError("the model's process is closed")
-        if self._proc is not None and self._proc.is_alive():
+        if self._proc is not None and self._proc.is_alive() and self._reading:
             return
         while self._pending:  # the reader fails what the dead worker had
             self._cond.wait(0.5)
-        code = self._proc.exitcode if self._proc is not None else None
+        proc = self._proc
+        self._stop_worker(timeout=1.0)  # reaps it (kills it if it is still there)
+        code = proc.exitcode if proc is not None else None
         log.error("model: its process ended (exit code %s); starting it again", code)
-        self._stop_worker(timeout=1.0)
         self._ended_cpu += self._worker_cpu
         self._worker_cpu = 0.0
         self.restarts += 1
@@ -243,6 +258,7 @@ class ModelProcess:
             else:
                 future.set_result(payload)
         with self._cond:
+            self._reading = False
             failed = list(self._pending)
             self._pending.clear()
             for _future, block in failed:
@@ -483,13 +499,16 @@ def _instances(packed: dict[str, Any]) -> Instances:
     )
 
 
-def _forward_logs(queue: Any) -> None:
-    """Hand the worker's log records to this process's loggers until ``None`` comes."""
+def _forward_logs(logs: Any, done: threading.Event) -> None:
+    """Hand the worker's log records to this process's loggers; once ``done``
+    is set, return when none is waiting."""
     while True:
         try:
-            record = queue.get()
-        except (EOFError, OSError, ValueError):
-            return
-        if record is None:
+            record = logs.get(timeout=0.2)
+        except queue.Empty:
+            if done.is_set():
+                return
+            continue
+        except Exception:  # a record cut short by a killed worker, a closed queue
             return
         logging.getLogger(record.name).handle(record)
