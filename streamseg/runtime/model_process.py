@@ -103,11 +103,10 @@ class ModelProcess:
         # a request sent after that would never be answered.
         self._reading = False
         self._logs: Any = None
-        self._logs_done = threading.Event()
+        self._logs_done: threading.Event  # made with each worker's log queue
         self._log_thread: threading.Thread | None = None
         self._closed = False
         self.class_names: tuple[str, ...] = ()
-        self.warm_up_seconds = 0.0
         with self._cond:
             self._start()
 
@@ -140,7 +139,6 @@ class ModelProcess:
             self._stop_worker(timeout=5.0)
             raise
         self.class_names = tuple(reply["class_names"])
-        self.warm_up_seconds = float(reply["warm_up"])
         self._reader = threading.Thread(
             target=self._read_answers, args=(ours,), name="model-process-answers", daemon=True
         )
@@ -211,8 +209,7 @@ class ModelProcess:
         self.restarts += 1
         self._start()
         if self._weights is not None:
-            self._send(("load_weights", self._weights), None)
-            weights = self._pending[-1][0]
+            weights = self._send(("load_weights", self._weights), None)
             self._cond.release()
             try:
                 weights.result(600.0)
@@ -368,13 +365,12 @@ def _worker(
     try:
         from streamseg.runtime.factory import build_segmenter
 
-        t0 = time.monotonic()
-        segmenter: Any = build_segmenter(model)
-        ready = {"class_names": tuple(segmenter.class_names), "warm_up": time.monotonic() - t0}
+        segmenter: Any = build_segmenter(model)  # it logs its warm-up's time
     except BaseException as exc:
         _reply_error(conn, exc)
         return
-    conn.send(("ok", {**ready, "process_cpu": time.process_time()}))
+    ready = {"class_names": tuple(segmenter.class_names), "process_cpu": time.process_time()}
+    conn.send(("ok", ready))
     blocks: dict[str, SharedMemory] = {}
     try:
         while True:
