@@ -22,7 +22,9 @@ BLOCK = 256
 
 
 @triton.jit
-def _decode_kernel(deltas, boxes, params, out, total, classes, BLOCK: tl.constexpr):
+def _decode_kernel(deltas, boxes, coder, out, total, classes, BLOCK: tl.constexpr):
+    # ``coder``: wx, wy, ww, wh, clamp. Not ``params``: Triton's launcher binds the
+    # arguments in a generated function whose own ``params`` would replace it.
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     live = idx < total
     row = (idx // classes).to(tl.int64)
@@ -34,11 +36,11 @@ def _decode_kernel(deltas, boxes, params, out, total, classes, BLOCK: tl.constex
     height = tl.load(b + 3, mask=live, other=0) - y1
     ctr_x = x1 + 0.5 * width
     ctr_y = y1 + 0.5 * height
-    clamp = tl.load(params + 4)
-    dx = tl.load(d + 0, mask=live, other=0) / tl.load(params + 0)
-    dy = tl.load(d + 1, mask=live, other=0) / tl.load(params + 1)
-    dw = tl.minimum(tl.load(d + 2, mask=live, other=0) / tl.load(params + 2), clamp)
-    dh = tl.minimum(tl.load(d + 3, mask=live, other=0) / tl.load(params + 3), clamp)
+    clamp = tl.load(coder + 4)
+    dx = tl.load(d + 0, mask=live, other=0) / tl.load(coder + 0)
+    dy = tl.load(d + 1, mask=live, other=0) / tl.load(coder + 1)
+    dw = tl.minimum(tl.load(d + 2, mask=live, other=0) / tl.load(coder + 2), clamp)
+    dh = tl.minimum(tl.load(d + 3, mask=live, other=0) / tl.load(coder + 3), clamp)
     px = dx * width + ctr_x
     py = dy * height + ctr_y
     half_w = 0.5 * (tl.exp(dw) * width)
@@ -60,11 +62,11 @@ def decode_boxes(
     total = n * classes
     if total == 0:
         return out
-    params = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
+    coder = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
     wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
         deltas.contiguous(),
         boxes.to(deltas.dtype).contiguous(),
-        params,
+        coder,
         out,
         total,
         classes,
