@@ -60,11 +60,13 @@ MAX_THREADS = 1024
 class _Utils:
     """The driver's device queries and binary loader: a device's limits, no loading."""
 
-    def __init__(self, arch: int) -> None:
-        self.arch = arch
+    def __init__(self, arch: int, max_shared_mem: int | None) -> None:
+        self.properties = {**DEVICES[arch], "max_num_regs": 65536, "warpSize": 32}
+        if max_shared_mem is not None:
+            self.properties["max_shared_mem"] = max_shared_mem
 
     def get_device_properties(self, device: int) -> dict[str, int]:
-        return {**DEVICES[self.arch], "max_num_regs": 65536, "warpSize": 32}
+        return dict(self.properties)
 
     def load_binary(self, name: str, binary: bytes, shared: int, device: int) -> tuple[Any, ...]:
         # (module, function, registers, spills, max threads per block)
@@ -75,13 +77,16 @@ class RecordingDriver(DriverBase):
     """A CUDA device of compute capability ``arch`` whose launches are recorded, not run.
 
     Each arch is its own device number (the arch itself), so that Triton
-    keeps a separate binder and kernel cache for each.
+    keeps a separate binder and kernel cache for each. ``max_shared_mem``
+    (bytes) makes a device with less shared memory than the real one.
     """
 
-    def __init__(self, arch: int, launches: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, arch: int, launches: list[dict[str, Any]], max_shared_mem: int | None = None
+    ) -> None:
         super().__init__()
         self.arch = arch
-        self.utils = _Utils(arch)
+        self.utils = _Utils(arch, max_shared_mem)
         self.launches = launches
         recorder = self
 

@@ -32,3 +32,18 @@ def _scale() -> None:
 
 def cases() -> list[tuple[str, Callable[[], object]]]:
     return [("params_kernel", _scale)]
+
+
+@triton.jit
+def _odd_block_kernel(x, out, BLOCK: tl.constexpr):
+    # Triton's blocks are powers of two: neither the interpreter nor the
+    # compiler can run this kernel for BLOCK = 100.
+    i = tl.arange(0, BLOCK)
+    tl.store(out + i, tl.load(x + i) * 2)
+
+
+def odd_block(x: torch.Tensor) -> torch.Tensor:
+    """Launch :func:`_odd_block_kernel` on ``x (100,)``; raises (a kernel that cannot launch)."""
+    out = torch.empty_like(x)
+    _odd_block_kernel[(1,)](x, out, BLOCK=100)
+    return out

@@ -14,7 +14,9 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops import reference as _ref
 from streamseg.ops._fake import decode_boxes_fake
+from streamseg.ops._native import launch
 
 __all__ = ["decode_boxes"]
 
@@ -52,6 +54,20 @@ def _decode_kernel(deltas, boxes, coder, out, total, classes, BLOCK: tl.constexp
     tl.store(o + 3, py + half_h, mask=live)
 
 
+def _decode(deltas: Tensor, boxes: Tensor, coder: Tensor, out: Tensor) -> Tensor:
+    total = out.shape[0] * out.shape[1]
+    wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
+        deltas.contiguous(),
+        boxes.to(deltas.dtype).contiguous(),
+        coder,
+        out,
+        total,
+        out.shape[1],
+        BLOCK=BLOCK,
+    )
+    return out
+
+
 @triton_op("streamseg_triton::decode_boxes", mutates_args=())
 def decode_boxes(
     deltas: Tensor, boxes: Tensor, wx: float, wy: float, ww: float, wh: float, clamp: float
@@ -59,20 +75,15 @@ def decode_boxes(
     """``deltas (N, 4k)`` on ``boxes (N, 4)`` xyxy -> ``(N, k, 4)`` xyxy."""
     n, classes = deltas.shape[0], deltas.shape[1] // 4
     out = deltas.new_empty((n, classes, 4))
-    total = n * classes
-    if total == 0:
+    if n * classes == 0:
         return out
     coder = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
-    wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
-        deltas.contiguous(),
-        boxes.to(deltas.dtype).contiguous(),
-        coder,
-        out,
-        total,
-        classes,
-        BLOCK=BLOCK,
+    return launch(
+        "decode_boxes",
+        deltas,
+        lambda: _decode(deltas, boxes, coder, out),
+        lambda: _ref.decode_boxes(deltas, boxes, (wx, wy, ww, wh), clamp),
     )
-    return out
 
 
 decode_boxes.register_fake(decode_boxes_fake)
