@@ -42,3 +42,9 @@ if ! fresh "$stamp" && ! { [ -z "$extras" ] && fresh ".venv/.installed[dev]"; };
   .venv/bin/python -m pip install -q -e ".$extras"
   touch "$stamp"
 fi
+# Triton 3.6.0 (what the CUDA build of torch 2.11 ships) beside the venv's own
+# Triton: tests/ops/test_ops_triton_launch.py launches every kernel under both.
+if [ -n "$extras" ] && [ ! -f .venv/triton-3.6.0/triton/__init__.py ]; then
+  echo "setup: installing triton==3.6.0 into .venv/triton-3.6.0 (the launch test's second Triton)"
+  .venv/bin/python -m pip install -q --no-deps --target .venv/triton-3.6.0 "triton==3.6.0"
+fi

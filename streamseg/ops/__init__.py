@@ -50,9 +50,11 @@ __all__ = [
     "paste_masks",
     "paste_masks_binary",
     "paste_masks_crops",
+    "reference_ops",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
+    "warm_up",
 ]
 
 BOX_CLAMP = math.log(1000.0 / 16)
@@ -302,6 +304,23 @@ def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def native_cpu() -> bool:
     """Whether the C++ kernels serve CPU tensors (builds or loads them on the first call)."""
     return _native.enabled("cpu")
+
+
+def warm_up(device: torch.device | str, dtypes: Sequence[torch.dtype] = (torch.float32,)) -> None:
+    """Load the native kernels for ``device`` and, on a GPU, launch each op's kernel once
+    for ``dtypes`` (the model's): a kernel that cannot run there is replaced by the
+    reference now (``auto``; see :func:`reference_ops`), or raises
+    ``NativeOpsError`` now (``native``), not on the first live frame."""
+    device = torch.device(device)
+    if _native.enabled(device.type) and device.type == "cuda":
+        from streamseg.ops import triton as gpu_kernels
+
+        gpu_kernels.warm_up(device, dtypes)
+
+
+def reference_ops() -> dict[str, str]:
+    """Ops whose GPU kernel failed in this process and that run on the reference: op -> error."""
+    return _native.reference_ops()
 
 
 def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:

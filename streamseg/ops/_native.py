@@ -18,6 +18,16 @@ with every CUDA build of torch) and no compiler of ours.
 * ``native``: native or an error (:class:`NativeOpsError`), for CI and
   deployments that must not silently run slow.
 
+A Triton kernel can load and still fail when it is launched (a compile
+error for this GPU, too little shared memory, a bug in how its arguments
+bind). Each Triton op runs its kernel through :func:`launch`: in ``auto``
+mode a kernel that raises on its first call for a device and dtype is
+replaced by the reference for that op from then on, with one warning
+naming the op and the error (:func:`reference_ops` lists them for
+``/readyz`` and the metrics); in ``native`` mode it raises
+:class:`NativeOpsError`. ``streamseg.ops.warm_up`` calls every op once at
+start-up, so either happens before the first live frame.
+
 Nothing here runs at import time.
 """
 
@@ -30,20 +40,24 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
+from torch import Tensor
 
 __all__ = [
     "ENV_VAR",
     "NativeOpsError",
     "cache_dir",
     "enabled",
+    "launch",
     "load",
     "load_gpu",
     "mode",
+    "reference_ops",
     "sources",
     "sources_dir",
     "status",
@@ -53,6 +67,7 @@ ENV_VAR = "STREAMSEG_OPS"
 _MODES = ("auto", "reference", "native")
 _OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
 _log = logging.getLogger("streamseg.ops")
+R = TypeVar("R")
 
 
 class NativeOpsError(RuntimeError):
@@ -67,6 +82,10 @@ class _State:
     error: str | None = None
     gpu_tried: bool = False
     gpu_error: str | None = None
+    # Triton ops whose kernel failed: op -> the error (the reference runs instead).
+    failed: dict[str, str] = field(default_factory=dict)
+    # (op, device, dtype) whose kernel has run once: its later errors are not launch failures.
+    proven: set[tuple[str, str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -264,6 +283,77 @@ def enabled(device_type: str) -> bool:
     return device_type == "cpu" and "cpu" in load()
 
 
+def launch(op: str, witness: Tensor, kernel: Callable[[], R], reference: Callable[[], R]) -> R:
+    """Run ``op``'s Triton kernel (``kernel()``), or its reference where the kernel failed.
+
+    Args:
+        op: the public op's name (``nms``, ``decode_boxes``, ...).
+        witness: the op's main input; its device and dtype pick the
+            compiled kernel, and a non-empty one makes the kernel launch.
+        kernel: runs the Triton kernel(s) and returns the result.
+        reference: the same result from the PyTorch reference.
+
+    The first call for a (device, dtype) that launches is the one that can
+    fail to launch: if it raises, ``auto`` mode logs one warning naming the
+    op and the error and answers with ``reference()``, now and for every
+    later call of ``op``; ``native`` mode raises :class:`NativeOpsError`.
+    After a first call that succeeded, errors propagate (they are not
+    launch failures). While tracing (``torch.compile``, fake tensors) the
+    kernel is traced as is.
+    """
+    if op in _STATE.failed:
+        return reference()
+    key = (op, str(witness.device), str(witness.dtype))
+    if key in _STATE.proven or _tracing(witness):
+        return kernel()
+    try:
+        out = kernel()
+    except Exception as exc:
+        _kernel_failed(op, witness, exc)
+        return reference()
+    if witness.numel() > 0:
+        _STATE.proven.add(key)
+    return out
+
+
+def _tracing(t: Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return torch.compiler.is_compiling() or is_fake(t)
+
+
+def _kernel_failed(op: str, witness: Tensor, exc: Exception) -> None:
+    """Record that ``op``'s kernel cannot run; raise instead in ``native`` mode."""
+    reason = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
+    where = f"{witness.device} {str(witness.dtype).removeprefix('torch.')}"
+    if mode() == "native":
+        raise NativeOpsError(
+            f"{ENV_VAR}=native but the GPU kernel of {op} failed on {where}: {reason}"
+        ) from exc
+    with _STATE.lock:
+        if op in _STATE.failed:
+            return
+        _STATE.failed[op] = reason
+    _log.warning(
+        "streamseg GPU kernel of %s failed on %s, using the PyTorch reference for %s from "
+        "now on (slower). Error: %s. Please report it; set %s=reference to silence this.",
+        op, where, op, reason, ENV_VAR,
+    )  # fmt: skip
+
+
+def reference_ops() -> dict[str, str]:
+    """The Triton ops replaced by the reference in this process: op -> the kernel's error."""
+    with _STATE.lock:
+        return dict(_STATE.failed)
+
+
+def clear_kernel_failures() -> None:
+    """Forget failed and proven kernels (tests; a new process starts without them)."""
+    with _STATE.lock:
+        _STATE.failed.clear()
+        _STATE.proven.clear()
+
+
 def status() -> dict[str, object]:
     """What was loaded, from where, or why not (for ``bench ops`` and bug reports)."""
     return {
@@ -272,4 +362,5 @@ def status() -> dict[str, object]:
         "library": str(_STATE.library) if _STATE.library else None,
         "error": _STATE.error,
         "gpu_error": _STATE.gpu_error,
+        "reference_ops": reference_ops(),
     }

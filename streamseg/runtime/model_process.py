@@ -139,6 +139,8 @@ class ModelProcess:
             self._stop_worker(timeout=5.0)
             raise
         self.class_names = tuple(reply["class_names"])
+        # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
+        self.ops_on_reference: dict[str, str] = dict(reply.get("ops_on_reference", {}))
         self._reader = threading.Thread(
             target=self._read_answers, args=(ours,), name="model-process-answers", daemon=True
         )
@@ -369,7 +371,11 @@ def _worker(
     except BaseException as exc:
         _reply_error(conn, exc)
         return
-    ready = {"class_names": tuple(segmenter.class_names), "process_cpu": time.process_time()}
+    ready = {
+        "class_names": tuple(segmenter.class_names),
+        "process_cpu": time.process_time(),
+        "ops_on_reference": dict(getattr(segmenter, "ops_on_reference", {})),
+    }
     conn.send(("ok", ready))
     blocks: dict[str, SharedMemory] = {}
     try:

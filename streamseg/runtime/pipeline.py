@@ -156,6 +156,7 @@ class Pipeline:
                     c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
                 },
                 sink_state=self.sink_states,
+                ops_on_reference=lambda: getattr(self.segmenter, "ops_on_reference", {}),
             )
 
     # -- control ---------------------------------------------------------

@@ -333,6 +333,8 @@ class Service:
             and not stopping
         )
         model: dict[str, Any] = {"loaded": self.model_loaded, "arch": self.config.model.arch}
+        if p is not None:  # post-processing ops whose GPU kernel failed: op -> its error
+            model["ops_on_reference"] = dict(getattr(p.segmenter, "ops_on_reference", {}))
         pid_of = getattr(p.segmenter, "pid", None) if p is not None else None
         if pid_of is not None:  # the model in its own process (runtime.model_process)
             model["process"] = {"pid": pid_of(), "restarts": p.segmenter.restarts}  # type: ignore[union-attr]

@@ -173,17 +173,34 @@ class Segmenter:
         kernels, allocator growth, a compiled backend's first run). The frame
         is the backend's choice: the model's largest landscape input
         (``min_size x max_size``), or an AOT package's own frame size.
+
+        Before it, every post-processing op runs once on the device in the
+        model's dtypes (a blank frame may detect nothing to paste): a GPU
+        kernel that cannot launch is replaced by the reference now
+        (``STREAMSEG_OPS=auto``, see ``ops_on_reference``) or raises
+        ``NativeOpsError`` now (``native``), not on the first live frame.
         """
         import time
 
+        from streamseg import ops
+        from streamseg.models import precision_dtype
         from streamseg.types import Frame
 
+        ops.warm_up(self.device, (torch.float32, precision_dtype(self.precision)))
         spec = self.input_spec
         h, w = self.backend.warm_up_frame(spec.min_size, spec.max_size)
         blank = torch.zeros((h, w, 3), dtype=torch.uint8)
         start = time.perf_counter()
         self.segment(FrameBatch((Frame("warm-up", 0, 0.0, time.time(), blank),)))
         return time.perf_counter() - start
+
+    @property
+    def ops_on_reference(self) -> dict[str, str]:
+        """Post-processing ops whose GPU kernel failed here and that run on the PyTorch
+        reference instead: op -> the kernel's error (empty when all kernels run)."""
+        from streamseg import ops
+
+        return ops.reference_ops()
 
     def load_weights(self, path: str) -> None:
         """Load new weights in place (hot swap) for the same arch and classes.

@@ -97,6 +97,7 @@ class PipelineMetrics:
         queue_depths: Callable[[], Mapping[str, int]],
         camera_health: Callable[[], Mapping[str, tuple[str, int, int]]],
         sink_state: Callable[[], Mapping[str, tuple[bool, int]]],
+        ops_on_reference: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
         """Register gauges read at export time.
 
@@ -104,6 +105,8 @@ class PipelineMetrics:
             queue_depths: ``{queue name: items waiting}``.
             camera_health: ``{camera: (state, reconnects, stalls)}``.
             sink_state: ``{sink name: (connected, messages buffered)}``.
+            ops_on_reference: ``{op: error}``, the post-processing ops whose
+                GPU kernel failed and that run on the PyTorch reference.
         """
 
         def depths(_: CallbackOptions) -> Iterable[Observation]:
@@ -128,6 +131,9 @@ class PipelineMetrics:
         def sink_buffered(_: CallbackOptions) -> Iterable[Observation]:
             return [Observation(b, {"sink": s}) for s, (_c, b) in sink_state().items()]
 
+        def reference(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(1, {"op": op}) for op in ops_on_reference()]
+
         g = self.meter.create_observable_gauge
         g("streamseg.runtime.queue_depth", [depths], "{item}", "items waiting in a queue")
         g("streamseg.ingest.health", [health], "1", "1 for the camera's current state")
@@ -139,6 +145,12 @@ class PipelineMetrics:
             [stalls],
             "{stall}",
             "open camera streams that sent nothing for read_timeout and were closed",
+        )
+        g(
+            "streamseg.segment.ops_on_reference",
+            [reference],
+            "1",
+            "1 for each post-processing op whose GPU kernel failed and runs on the reference (op)",
         )
         g("streamseg.publish.connected", [sink_connected], "1", "1 while the sink answers (sink)")
         g(

@@ -165,6 +165,8 @@ def test_warm_up_segments_the_largest_landscape_input(segmenter: Segmenter) -> N
     assert segmenter.warm_up() > 0
     # Nothing of the blank frame stays behind: a real batch still segments.
     assert len(segmenter.segment(scene_batch([(96, 160)]))) == 1
+    # On the CPU the C++ kernels run: no op was moved to the reference.
+    assert segmenter.ops_on_reference == {}
 
 
 def test_mask_crops_publish_the_same_messages_as_frame_masks(segmenter: Segmenter) -> None:

@@ -54,7 +54,10 @@ def test_default_pipeline_serves(
     assert found_pid, proc.tail()
     worker = Path(f"/proc/{found_pid.group(1)}")
     assert worker.exists()
-    assert proc.readyz()["model"]["process"] == {"pid": int(found_pid.group(1)), "restarts": 0}
+    model = proc.readyz()["model"]
+    assert model["process"] == {"pid": int(found_pid.group(1)), "restarts": 0}
+    # No GPU kernel failed in the worker (a CPU model uses the C++ kernels).
+    assert model["ops_on_reference"] == {}
     assert proc.terminate() == 0, proc.tail()
     assert "Traceback" not in proc.log
     assert not worker.exists() or worker.joinpath("stat").read_text().split(") ")[1][0] in "ZX"

@@ -56,6 +56,7 @@ def test_prometheus_metrics_scraped() -> None:
         queue_depths=lambda: {"camera:cam1": 3, "results": 1},
         camera_health=lambda: {"cam1": ("stalled", 2, 1)},
         sink_state=lambda: {"redis": (True, 0), "central": (False, 7)},
+        ops_on_reference=lambda: {"nms": "OutOfResources: shared memory"},
     )
     for _ in range(5):
         stats.frame_in("cam1")
@@ -86,6 +87,8 @@ def test_prometheus_metrics_scraped() -> None:
     assert sample(text, "streamseg_publish_connected", sink="redis") == 1
     assert sample(text, "streamseg_publish_connected", sink="central") == 0
     assert sample(text, "streamseg_publish_buffered", sink="central") == 7
+    assert sample(text, "streamseg_segment_ops_on_reference", op="nms") == 1
+    assert sample(text, "streamseg_segment_ops_on_reference", op="roi_align") is None
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:

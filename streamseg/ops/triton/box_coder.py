@@ -14,7 +14,9 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops import reference as _ref
 from streamseg.ops._fake import decode_boxes_fake
+from streamseg.ops._native import launch
 
 __all__ = ["decode_boxes"]
 
@@ -22,7 +24,9 @@ BLOCK = 256
 
 
 @triton.jit
-def _decode_kernel(deltas, boxes, params, out, total, classes, BLOCK: tl.constexpr):
+def _decode_kernel(deltas, boxes, coder, out, total, classes, BLOCK: tl.constexpr):
+    # ``coder``: wx, wy, ww, wh, clamp. Not ``params``: Triton's launcher binds the
+    # arguments in a generated function whose own ``params`` would replace it.
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     live = idx < total
     row = (idx // classes).to(tl.int64)
@@ -34,11 +38,11 @@ def _decode_kernel(deltas, boxes, params, out, total, classes, BLOCK: tl.constex
     height = tl.load(b + 3, mask=live, other=0) - y1
     ctr_x = x1 + 0.5 * width
     ctr_y = y1 + 0.5 * height
-    clamp = tl.load(params + 4)
-    dx = tl.load(d + 0, mask=live, other=0) / tl.load(params + 0)
-    dy = tl.load(d + 1, mask=live, other=0) / tl.load(params + 1)
-    dw = tl.minimum(tl.load(d + 2, mask=live, other=0) / tl.load(params + 2), clamp)
-    dh = tl.minimum(tl.load(d + 3, mask=live, other=0) / tl.load(params + 3), clamp)
+    clamp = tl.load(coder + 4)
+    dx = tl.load(d + 0, mask=live, other=0) / tl.load(coder + 0)
+    dy = tl.load(d + 1, mask=live, other=0) / tl.load(coder + 1)
+    dw = tl.minimum(tl.load(d + 2, mask=live, other=0) / tl.load(coder + 2), clamp)
+    dh = tl.minimum(tl.load(d + 3, mask=live, other=0) / tl.load(coder + 3), clamp)
     px = dx * width + ctr_x
     py = dy * height + ctr_y
     half_w = 0.5 * (tl.exp(dw) * width)
@@ -50,6 +54,20 @@ def _decode_kernel(deltas, boxes, params, out, total, classes, BLOCK: tl.constex
     tl.store(o + 3, py + half_h, mask=live)
 
 
+def _decode(deltas: Tensor, boxes: Tensor, coder: Tensor, out: Tensor) -> Tensor:
+    total = out.shape[0] * out.shape[1]
+    wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
+        deltas.contiguous(),
+        boxes.to(deltas.dtype).contiguous(),
+        coder,
+        out,
+        total,
+        out.shape[1],
+        BLOCK=BLOCK,
+    )
+    return out
+
+
 @triton_op("streamseg_triton::decode_boxes", mutates_args=())
 def decode_boxes(
     deltas: Tensor, boxes: Tensor, wx: float, wy: float, ww: float, wh: float, clamp: float
@@ -57,20 +75,15 @@ def decode_boxes(
     """``deltas (N, 4k)`` on ``boxes (N, 4)`` xyxy -> ``(N, k, 4)`` xyxy."""
     n, classes = deltas.shape[0], deltas.shape[1] // 4
     out = deltas.new_empty((n, classes, 4))
-    total = n * classes
-    if total == 0:
+    if n * classes == 0:
         return out
-    params = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
-    wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
-        deltas.contiguous(),
-        boxes.to(deltas.dtype).contiguous(),
-        params,
-        out,
-        total,
-        classes,
-        BLOCK=BLOCK,
+    coder = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
+    return launch(
+        "decode_boxes",
+        deltas,
+        lambda: _decode(deltas, boxes, coder, out),
+        lambda: _ref.decode_boxes(deltas, boxes, (wx, wy, ww, wh), clamp),
     )
-    return out
 
 
 decode_boxes.register_fake(decode_boxes_fake)

@@ -26,6 +26,7 @@ from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import batched_nms_fake, nms_fake
+from streamseg.ops._native import launch
 
 __all__ = ["MAX_BOXES", "batched_nms", "nms"]
 
@@ -146,16 +147,22 @@ def _keep_sorted(sorted_boxes: Tensor, sorted_cls: Tensor | None, iou_threshold:
 
 def _nms(boxes: Tensor, scores: Tensor, idxs: Tensor | None, iou_threshold: float) -> Tensor:
     if boxes.shape[0] > MAX_BOXES:
-        return (
-            _ref.batched_nms(boxes, scores, idxs, iou_threshold)
-            if idxs is not None
-            else (_ref.nms(boxes, scores, iou_threshold))
-        )
+        return _reference(boxes, scores, idxs, iou_threshold)
     order = torch.sort(scores, stable=True, descending=True)[1]
     sorted_boxes = boxes.index_select(0, order).contiguous()
     sorted_cls = None if idxs is None else idxs.index_select(0, order).to(torch.int64)
-    keep = _keep_sorted(sorted_boxes, sorted_cls, iou_threshold)
-    return order[keep]
+    return launch(
+        "nms" if idxs is None else "batched_nms",
+        boxes,
+        lambda: order[_keep_sorted(sorted_boxes, sorted_cls, iou_threshold)],
+        lambda: _reference(boxes, scores, idxs, iou_threshold),
+    )
+
+
+def _reference(boxes: Tensor, scores: Tensor, idxs: Tensor | None, iou_threshold: float) -> Tensor:
+    if idxs is None:
+        return _ref.nms(boxes, scores, iou_threshold)
+    return _ref.batched_nms(boxes, scores, idxs, iou_threshold)
 
 
 @triton_op("streamseg_triton::nms", mutates_args=())

@@ -19,7 +19,9 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops import reference as _ref
 from streamseg.ops._fake import paste_masks_binary_fake, paste_masks_fake
+from streamseg.ops._native import launch
 
 __all__ = ["int_boxes", "paste_masks", "paste_masks_binary"]
 
@@ -141,7 +143,12 @@ def _paste(
 def paste_masks(masks: Tensor, boxes: Tensor, height: int, width: int, padding: int) -> Tensor:
     """``masks (N, M, M)`` probabilities on ``boxes (N, 4)`` xyxy -> ``(N, height, width)``."""
     out = masks.new_zeros((masks.shape[0], height, width))
-    return _paste(masks, boxes, out, padding, 0.0, binary=False)
+    return launch(
+        "paste_masks",
+        masks,
+        lambda: _paste(masks, boxes, out, padding, 0.0, binary=False),
+        lambda: _ref.paste_masks(masks, boxes, (height, width), padding),
+    )
 
 
 @triton_op("streamseg_triton::paste_masks_binary", mutates_args=())
@@ -152,7 +159,12 @@ def paste_masks_binary(
     # Outside the boxes the probability is 0, which passes a negative threshold.
     outside = bool(torch.tensor(threshold, dtype=masks.dtype) < 0)
     out = masks.new_full((masks.shape[0], height, width), outside, dtype=torch.bool)
-    return _paste(masks, boxes, out, padding, threshold, binary=True)
+    return launch(
+        "paste_masks_binary",
+        masks,
+        lambda: _paste(masks, boxes, out, padding, threshold, binary=True),
+        lambda: _ref.paste_masks_binary(masks, boxes, (height, width), threshold, padding),
+    )
 
 
 paste_masks.register_fake(paste_masks_fake)

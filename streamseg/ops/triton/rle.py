@@ -19,6 +19,7 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops._native import launch
 from streamseg.ops.rle import counts_to_string
 
 __all__ = ["boundaries", "masks_to_rle", "run_lengths"]
@@ -56,9 +57,21 @@ def boundaries(masks: Tensor) -> Tensor:
     data = masks.contiguous()
     if data.dtype == torch.bool:
         data = data.view(torch.uint8)
-    grid = (n, triton.cdiv(height, TILE_Y), triton.cdiv(width, TILE_X))
-    wrap_triton(_boundary_kernel)[grid](data, flags, height, width, TILE_Y=TILE_Y, TILE_X=TILE_X)
-    return flags
+
+    def kernel() -> Tensor:
+        grid = (n, triton.cdiv(height, TILE_Y), triton.cdiv(width, TILE_X))
+        wrap_triton(_boundary_kernel)[grid](
+            data, flags, height, width, TILE_Y=TILE_Y, TILE_X=TILE_X
+        )
+        return flags
+
+    return launch("masks_to_rle", masks, kernel, lambda: _boundaries_reference(masks))
+
+
+def _boundaries_reference(masks: Tensor) -> Tensor:
+    """:func:`boundaries` in torch: each column-major pixel against the one before."""
+    flat = (masks != 0).transpose(1, 2).reshape(masks.shape[0], -1)
+    return flat != torch.nn.functional.pad(flat[:, :-1], (1, 0))
 
 
 def _boundaries_fake(masks: Tensor) -> Tensor:

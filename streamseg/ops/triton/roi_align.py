@@ -21,7 +21,9 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
+from streamseg.ops import reference as _ref
 from streamseg.ops._fake import roi_align_backward_fake, roi_align_fake
+from streamseg.ops._native import launch
 
 __all__ = ["roi_align", "roi_align_backward"]
 
@@ -183,22 +185,32 @@ def roi_align(
     if out.numel() == 0 or height == 0 or width == 0:
         return out
     per_roi = channels * pooled_height * pooled_width
-    wrap_triton(_forward_kernel)[(k, triton.cdiv(per_roi, BLOCK))](
-        input.contiguous(),
-        rois.to(_acc_dtype(input.dtype)).contiguous(),
-        out,
-        _scale(spatial_scale, input),
-        input.shape[0],
-        channels,
-        height,
-        width,
-        pooled_height,
-        pooled_width,
-        sampling_ratio,
-        ALIGNED=aligned,
-        BLOCK=BLOCK,
+
+    def kernel() -> Tensor:
+        wrap_triton(_forward_kernel)[(k, triton.cdiv(per_roi, BLOCK))](
+            input.contiguous(),
+            rois.to(_acc_dtype(input.dtype)).contiguous(),
+            out,
+            _scale(spatial_scale, input),
+            input.shape[0],
+            channels,
+            height,
+            width,
+            pooled_height,
+            pooled_width,
+            sampling_ratio,
+            ALIGNED=aligned,
+            BLOCK=BLOCK,
+        )
+        return out
+
+    size = (pooled_height, pooled_width)
+    return launch(
+        "roi_align",
+        input,
+        kernel,
+        lambda: _ref.roi_align(input, rois, size, spatial_scale, sampling_ratio, aligned),
     )
-    return out
 
 
 @triton_op("streamseg_triton::roi_align_backward", mutates_args=())
@@ -219,7 +231,10 @@ def roi_align_backward(
     acc = _acc_dtype(grad.dtype)
     grad_input = grad.new_zeros((batch_size, channels, height, width), dtype=acc)
     k = rois.shape[0]
-    if grad.numel() > 0 and height > 0 and width > 0:
+    if grad.numel() == 0 or height == 0 or width == 0:
+        return grad_input.to(grad.dtype)
+
+    def kernel() -> Tensor:
         per_roi = channels * pooled_height * pooled_width
         wrap_triton(_backward_kernel)[(k, triton.cdiv(per_roi, BLOCK))](
             grad.contiguous(),
@@ -236,7 +251,19 @@ def roi_align_backward(
             ALIGNED=aligned,
             BLOCK=BLOCK,
         )
-    return grad_input.to(grad.dtype)
+        return grad_input.to(grad.dtype)
+
+    def reference() -> Tensor:
+        # RoIAlign is linear in its input: its gradient is the vector-Jacobian
+        # product at any input, zeros included.
+        x = grad.new_zeros((batch_size, channels, height, width)).requires_grad_()
+        with torch.enable_grad():
+            out = _ref.roi_align(
+                x, rois, (pooled_height, pooled_width), spatial_scale, sampling_ratio, aligned
+            )
+        return torch.autograd.grad(out, x, grad)[0]
+
+    return launch("roi_align_backward", grad, kernel, reference)
 
 
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
