@@ -60,13 +60,15 @@ class Message:
     pixels dropped, for latency and tracing) or ``alert``; ``camera`` the
     camera it is about; ``data`` the JSON (docs/events.md). Each sink picks
     its own destination from ``kind`` and ``camera`` (a Redis stream, an
-    MQTT topic).
+    MQTT topic). ``published_time`` starts the delivery delay (publish to
+    the sink's acknowledgement), as capture to it is the processing latency.
     """
 
     kind: str
     camera: str
     data: bytes
     frame: Frame | None = None
+    published_time: float = 0.0  # unix seconds it was handed to the sinks (0: unknown)
 
 
 @dataclasses.dataclass(frozen=True)

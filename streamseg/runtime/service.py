@@ -342,6 +342,8 @@ class Service:
             "cameras": cams,
             "stopping": stopping,
         }
+        # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
+        details["latency"] = p.stats.latency_details() if p is not None else None
         return ready, details
 
     # -- signals -----------------------------------------------------------
