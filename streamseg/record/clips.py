@@ -92,6 +92,14 @@ class ClipHook:
                     continue
                 rec.trigger(event.pts, tag=f"{event.rule}_{event.kind}")
 
+    def remove_camera(self, camera_id: str) -> None:
+        """A camera removed while running: finish its open clip and drop its recorder
+        (a camera added again under the id gets a new one)."""
+        with self._lock:
+            rec = self._recorders.pop(camera_id, None)
+            if rec is not None:
+                self._done += rec.close()
+
     def clip_for(self, camera_id: str, when: float | None) -> tuple[Path, bool] | None:
         """The clip of an alert of ``camera_id`` at stream time ``when`` (``Event.pts``).
 

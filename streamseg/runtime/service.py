@@ -148,13 +148,17 @@ class Service:
             self.cameras.append(cam)
 
     def remove_camera(self, camera_id: str) -> None:
-        """Stop serving one camera; its frames already read still reach the sinks."""
+        """Stop serving one camera; its frames already read still reach the sinks, then
+        every part that kept state for it forgets it (``runtime.camera_changes``)."""
+        from streamseg.runtime.camera_changes import forget_camera
+
         with self._cameras_lock:
             if not any(c.id == camera_id for c in self.cameras):
                 raise KeyError(camera_id)
             if self.pipeline is not None:
                 self.pipeline.remove_source(camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
+            forget_camera(self, camera_id)
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
