@@ -27,6 +27,7 @@ from streamseg.runtime.factory import (
     open_camera,
 )
 from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -227,6 +228,7 @@ class Service:
         with self._cameras_lock:
             sources = self._open_cameras(self.cameras)
             self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
+        feed_sinks(self, self.pipeline)  # camera health, alert snapshots: sinks that take them
         return self.pipeline
 
     def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
