@@ -306,17 +306,29 @@ def _names(section: Any, kind: str) -> list[str]:
 
 
 def _put(section: Any, kind: str, name: str, body: Mapping[str, Any]) -> None:
+    """Create or replace one item, written in the style of its neighbours (a rule on one
+    line ``{name: ..., type: ...}`` where the others are so)."""
     if kind == "rules":
-        rule = yaml_node({**body, "name": name})
+        rule = yaml_node({"name": name, **{k: v for k, v in body.items() if k != "name"}})
         rules = section.setdefault("rules", yaml_node([]))
         at = _find(section, kind, name)
+        _like(rule, rules[at] if at is not None else (rules[-1] if rules else None))
         if at is None:
             rules.append(rule)
         else:
             rules[at] = rule
         return
-    item = {k: v for k, v in body.items() if k != "name"}
-    section.setdefault(kind, yaml_node({}))[name] = yaml_node(item)
+    item = yaml_node({k: v for k, v in body.items() if k != "name"})
+    items = section.setdefault(kind, yaml_node({}))
+    _like(item, items.get(name) if name in items else next(iter(items.values()), None))
+    items[name] = item
+
+
+def _like(node: Any, neighbour: Any) -> None:
+    """Give ``node`` (a new mapping) the flow or block style of ``neighbour``."""
+    fa = getattr(neighbour, "fa", None)
+    if fa is not None and fa.flow_style() and hasattr(node, "fa"):
+        node.fa.set_flow_style()
 
 
 def _off_frame(

@@ -144,7 +144,9 @@ def test_console_live_view_token_and_live_rule_changes(
     # and that file is there a moment later.
     published = [a for a in alerts() if a["rule"] == "in-all"]
     jsonschema.validate(published[0], json.loads(ALERT_SCHEMA.read_text()))
-    files = [Path(a["snapshot"]) for a in published]
+    # (null where 32 snapshots already waited to be written: a loaded machine)
+    files = [Path(a["snapshot"]) for a in published if a["snapshot"] is not None]
+    assert files, published
     assert all(f.is_absolute() and f.suffix == ".jpg" for f in files), files
     assert ev["snapshot_path"] in {str(f) for f in files}
     proc.wait_for(lambda: files[0].is_file(), 5, f"the snapshot file {files[0]}")
