@@ -325,7 +325,7 @@ def _object_labels(
             continue
         name = _class_name(info.class_names, int(labels[i]))
         x1, y1, x2, y2 = (float(v) for v in boxes[i])
-        spots = [(x1, y1, 0, -1), (x1, y1, 0, 0), (x1, y2, 0, 0), (x2, y1, -1, -1)]
+        spots: list[Spot] = [(x1, y1, 0, -1), (x1, y1, 0, 0), (x1, y2, 0, 0), (x2, y1, -1, -1)]
         if tid >= 0:
             out.append((f"{name} #{tid} {score:.2f}", spots, shade(track_color(tid)), WHITE))
         else:

@@ -101,7 +101,7 @@ def fit_jpeg(data: bytes, max_bytes: int) -> bytes | None:
         return data
     from PIL import Image
 
-    image = Image.open(io.BytesIO(data))
+    image: Image.Image = Image.open(io.BytesIO(data))
     for _ in range(8):
         w, h = image.size
         if w < 32 or h < 32:
