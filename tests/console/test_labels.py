@@ -80,7 +80,7 @@ def test_crowded_frames_labels_never_collide_nor_leave_the_frame(
         boxes = [label.box for label in labels]
         for a, b in itertools.combinations(boxes, 2):
             assert not overlaps(a, b), (a, b)
-        assert all(0 <= l and 0 <= t and r <= w and b <= h for l, t, r, b in boxes), boxes
+        assert all(x0 >= 0 and y0 >= 0 and x1 <= w and y1 <= h for x0, y0, x1, y1 in boxes), boxes
         texts = [label.text for label in labels]
         # The badge top left, then the zone's and the line's names and counts, always.
         assert labels[0].box[:2] == (0, 0) and texts[0].startswith("synth-b")
@@ -94,7 +94,7 @@ def test_crowded_frames_labels_never_collide_nor_leave_the_frame(
         # What is drawn is what was laid out: each label's background at its box.
         out = draw_overlay(image, inst, info)
         for label in labels:
-            left, top, right, bottom = label.box
+            _left, _top, right, bottom = label.box
             assert tuple(out[bottom - 1, right - 1]) == label.bg, label
 
 
