@@ -6,7 +6,9 @@ Starts a throw-away redis-server and ``streamseg serve pipeline.yaml`` on
 free loopback ports, waits until both cameras stream and an alert is in
 the timeline, then opens the console in Debian's headless Chromium (the
 ``chromium`` and ``chromium-driver`` packages of ``scripts/setup.sh
---dev``; nothing is downloaded) and saves a PNG of the page.
+--dev``; nothing is downloaded) and saves a PNG of the page once every live
+tile has painted a frame (not before: an image that has not painted yet is
+an empty tile), with the newest event open beside its snapshot.
 """
 
 from __future__ import annotations
@@ -92,23 +94,47 @@ def main() -> int:
     return 0
 
 
+# True once every live tile's image has painted a frame that is not one flat colour.
+PAINTED_JS = """
+const imgs = Array.from(document.querySelectorAll("article.tile img"));
+if (imgs.length === 0) return false;
+return imgs.every((img) => {
+  if (!img.complete || !img.naturalWidth) return false;
+  const c = document.createElement("canvas");
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const g = c.getContext("2d");
+  g.drawImage(img, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  for (let i = 4; i < d.length; i += 4) {
+    if (d[i] !== d[0] || d[i + 1] !== d[1] || d[i + 2] !== d[2]) return true;
+  }
+  return false;
+});
+"""
+
+
 def shoot(chromium: str, url: str, out: Path) -> None:
+    """The page once every live tile has painted, an event is open and its snapshot shown."""
     os.environ["SE_OFFLINE"] = "true"
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,860"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1100,900"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     try:
         driver.get(url)
-        time.sleep(4)  # frames arrive, the timeline and health fill in
-        items = driver.find_elements("css selector", "#event-list li")
-        if items:
-            items[0].click()
-            time.sleep(1)
+        wait(lambda: driver.execute_script(PAINTED_JS), 30, "the live tiles to paint")
+        wait(lambda: driver.find_elements("css selector", "#event-list li"), 30, "an event")
+        first = driver.find_elements("css selector", "#event-list li")[0]
+        driver.execute_script("arguments[0].click()", first)  # no mouse left hovering a row
+        snap = driver.find_element("id", "event-snapshot")
+        wait(lambda: driver.execute_script("return arguments[0].naturalWidth", snap), 30,
+             "the event's snapshot")  # fmt: skip
+        time.sleep(1.0)  # the health charts take their second sample
+        wait(lambda: driver.execute_script(PAINTED_JS), 10, "the live tiles")  # still painted
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
     finally:

@@ -523,8 +523,8 @@ class Event:
 
     Attributes:
         rule: the rule's name from ``pipeline.yaml``.
-        kind: what happened: ``enter``, ``exit``, ``crowding``, ``line_in``,
-            ``line_out``, ``dwell``.
+        kind: what happened: one of ``streamseg.config.alerts.ALERT_KINDS``
+            (the rules' registry; docs/events.md lists them).
         camera_id: the camera.
         track_id: the track that caused it (``None`` for crowding).
         label: class id, and ``label_name`` its name.

@@ -7,8 +7,10 @@ GPU and backend the model asks for, video files and V4L2 devices, DALI, and
 classes the alert rules name.
 
 Prints every problem at once, one per line
-(``pipeline.yaml[:LINE]: field.path: message (hint)``), and exits 2; prints a
-short summary and exits 0 when the file is valid. Secrets are never printed.
+(``pipeline.yaml:LINE: field.path: message (hint)``; the line is that of the
+field, for the machine's and the model's problems too), and exits 2; prints
+a short summary (the model, the cameras, every sink and where it writes)
+and exits 0 when the file is valid. Secrets are never printed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from streamseg.cli import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from streamseg.config.errors import ConfigError
+    from streamseg.config.pipeline import PipelineConfig
 
 __all__ = ["add_arguments", "run"]
 
@@ -39,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from streamseg.cli.startup import environment_issues, model_issues
     from streamseg.config import ConfigError, load_pipeline
+    from streamseg.config.loader import with_lines
     from streamseg.redact import redact_url
 
     try:
@@ -48,16 +52,46 @@ def run(args: argparse.Namespace) -> int:
     issues = environment_issues(config)
     if not args.no_model and not any(i.loc[:1] == ("model",) for i in issues):
         issues += model_issues(config)
-    if issues:
-        return _report(ConfigError(args.pipeline, issues))
+    if issues:  # each with the line of its field, as the file's own errors
+        return _report(ConfigError(args.pipeline, with_lines(issues, args.pipeline)))
     if not args.quiet:
         m = config.model
         print(f"{args.pipeline}: OK")
         print(f"  model: {m.arch} on {m.device} ({m.precision}, {m.backend}), batch {m.batch_size}")
         for cam in config.cameras:
             print(f"  camera {cam.id}: {redact_url(cam.url)} (decode {cam.decode})")
-        print(f"  redis: {redact_url(config.redis.url)} prefix {config.redis.stream_prefix!r}")
+        for line in sink_lines(config):
+            print(f"  {line}")
     return EXIT_OK
+
+
+def sink_lines(config: PipelineConfig) -> list[str]:
+    """One line per sink, where every message goes: ``sink NAME (TYPE): URL, where``."""
+    from streamseg.redact import redact_url
+
+    r = config.redis
+    out = [f"sink redis (redis): {redact_url(r.url)}, streams {r.stream_prefix}:*"]
+    for s in config.sinks:
+        url = redact_url(str(getattr(s, "url", "")))
+        prefix = getattr(s, "stream_prefix", None)
+        where = f"streams {prefix}:*" if prefix is not None else _topics(s)
+        out.append(f"sink {s.name} ({s.type}): {url}, {where}")
+    return out
+
+
+def _topics(sink: object) -> str:
+    prefix = getattr(sink, "topic_prefix", "")
+    extra = [
+        name
+        for name, on in (
+            ("available", getattr(sink, "availability", False)),
+            ("<camera>/state", getattr(sink, "state", False)),
+            ("<camera>/snapshot", getattr(getattr(sink, "snapshots", None), "enabled", False)),
+        )
+        if on
+    ]
+    retained = f" (retained: {', '.join(extra)})" if extra else ""
+    return f"topics {prefix}/<camera>/detections, {prefix}/alerts{retained}"
 
 
 def _report(exc: ConfigError) -> int:

@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         messages = _redis_source(args, config)
         if messages is None:
             return EXIT_FAILURE
+    from streamseg.publish.encode import round_numbers
+
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
     out = sys.stdout
     try:
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             recorded_ids=args.recorded_ids,
         ):
             counts[(event.rule, event.kind)] += 1
-            out.write(json.dumps(event.to_dict(), separators=(",", ":")) + "\n")
+            body = round_numbers(event.to_dict())  # as the service publishes it
+            out.write(json.dumps(body, separators=(",", ":")) + "\n")
     except RecordingError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # a rule the recording's classes cannot satisfy

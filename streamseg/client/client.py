@@ -2,11 +2,17 @@
 
 Example::
 
-    from streamseg.client import Client
+    from streamseg.client import Alert, Client
 
     with Client("redis://127.0.0.1:6379/0") as client:
         for alert in client.alerts(start="now"):
             print(alert.kind, alert.camera, alert.track_id)
+
+        for item in client.messages(group="dashboard"):   # both kinds, as they arrived
+            if isinstance(item, Alert):
+                print("alert", item.kind, item.rule)
+            else:
+                print("frame", item.camera, item.seq, len(item.instances))
 
         for frame in client.detections(cameras=["gate"], group="counter", consumer="c1"):
             people = [i for i in frame.instances if i.label_name == "person"]
@@ -34,7 +40,9 @@ T = TypeVar("T")
 
 
 class Client:
-    """A reader of one service's streams (``<prefix>:detections:<camera>``, ``<prefix>:alerts``).
+    """A reader of one service's streams (``<prefix>:detections:<camera>``, ``<prefix>:alerts``):
+    ``detections()``, ``alerts()``, both together in arrival order (``messages()``),
+    or raw ``entries()``.
 
     Args:
         redis: a ``redis://``/``rediss://`` url, or a pipeline's ``redis:``
@@ -134,6 +142,47 @@ class Client:
             [self.alerts_stream],
             None,
             self._typed(Alert, "alert"),
+            _Options(start, group, consumer, auto_ack, limit, idle_timeout),
+        )
+
+    def messages(
+        self,
+        cameras: Sequence[str] | None = None,
+        *,
+        alerts: bool = True,
+        start: str = "now",
+        group: str | None = None,
+        consumer: str | None = None,
+        auto_ack: bool = True,
+        limit: int | None = None,
+        idle_timeout: float | None = None,
+    ) -> Subscription[FrameDetections | Alert]:
+        """Detections of ``cameras`` (``None``: every camera, also ones that start later)
+        and every alert (``alerts``), in one subscription, in the order they arrived.
+
+        Each item is a ``FrameDetections`` or an ``Alert`` (``isinstance`` or
+        ``match`` tells them apart); a frame's detections come before the
+        alerts it caused. With ``group``, one consumer group spans both
+        streams: ``ack`` takes either kind. The other arguments are those of
+        ``detections``.
+        """
+        streams = [self.detections_stream(c) for c in cameras or ()]
+        if alerts:
+            streams.append(self.alerts_stream)
+        pattern = f"{self.prefix}:detections:*" if cameras is None else None
+        if not streams and pattern is None:
+            raise ValueError("nothing to read: give cameras, or alerts=True")
+        frames = self._typed(FrameDetections, "detections")
+        events = self._typed(Alert, "alert")
+
+        def convert(entry: Entry, message: dict[str, Any] | None) -> FrameDetections | Alert:
+            typed = events if entry.stream == self.alerts_stream else frames
+            return typed(entry, message)  # type: ignore[no-any-return]
+
+        return self._subscribe(
+            streams,
+            pattern,
+            convert,
             _Options(start, group, consumer, auto_ack, limit, idle_timeout),
         )
 

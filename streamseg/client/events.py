@@ -186,8 +186,10 @@ class Alert:
     """One alert (an alert message; ``streamseg.types.Event`` on the service's side).
 
     Attributes:
-        rule: the rule's name in pipeline.yaml; ``kind`` what happened
-            (``enter``, ``exit``, ``line_in``, ``line_out``, ``dwell``, ``crowding``).
+        rule: the rule's name in pipeline.yaml; ``kind`` what happened: one of
+            ``streamseg.config.alerts.ALERT_KINDS`` (``enter``, ``exit``,
+            ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``;
+            the table in docs/events.md).
         camera: camera id (``camera_id`` in the JSON); ``frame_seq`` the frame.
         time: capture wall time of that frame, unix seconds; ``pts`` its stream time.
         track_id / label / label_name / box / score: the object, when one caused it.

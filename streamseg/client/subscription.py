@@ -22,7 +22,6 @@ by the message's ``traceparent`` field.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -37,6 +36,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from streamseg.client.events import ClientError, Entry
+from streamseg.client.order import ArrivalOrder
 
 __all__ = ["Backoff", "Subscription"]
 
@@ -105,7 +105,7 @@ class Subscription(Generic[T]):
         self._recheck: dict[str, str] = {}  # group: stream -> where to go on reading its pending
         self._held: set[tuple[str, str]] = set()  # group: handed out or buffered, not acked
         self._acks: dict[str, list[str]] = {}
-        self._buffer: collections.deque[Entry] = collections.deque()
+        self._order = ArrivalOrder()  # read, not yet handed out; merged by arrival
         self._current: Entry | None = None
         self._span: Any = None
         self._token: Any = None
@@ -126,14 +126,14 @@ class Subscription(Generic[T]):
         if self._closed or (self._limit is not None and self.delivered >= self._limit):
             self.close()
             raise StopIteration
-        entry = self._next_entry()
-        if entry is None:
+        got = self._next_entry()
+        if got is None:
             self.close()
             raise StopIteration
+        entry, message = got
         self.delivered += 1
         self._active = time.monotonic()
         self._current = entry
-        message = _json_or_none(entry)
         self._open_span(entry, message)
         try:
             return self._convert(entry, message)
@@ -183,12 +183,13 @@ class Subscription(Generic[T]):
         self.close()
 
     # -- reading --------------------------------------------------------------------
-    def _next_entry(self) -> Entry | None:
+    def _next_entry(self) -> tuple[Entry, dict[str, Any] | None] | None:
         import redis
 
         while True:
-            if self._buffer:
-                return self._buffer.popleft()
+            got = self._order.pop()
+            if got is not None:
+                return got
             idle_left = self._idle_left()
             if idle_left is not None and idle_left <= 0:
                 return None
@@ -262,46 +263,60 @@ class Subscription(Generic[T]):
 
     def _read(self, block: float) -> None:
         block_ms = max(1, int(block * 1000))  # BLOCK 0 would wait forever
+        count = self._room()
         if self.group is None:
-            resp = self._redis.xread(self._last, count=self._room(), block=block_ms)
+            resp = self._redis.xread(self._last, count=count, block=block_ms)
+            read = {}
             for stream, entries in resp or []:
                 name = _text(stream)
-                for eid, fields in entries:
-                    self._last[name] = _text(eid)
-                    self._buffer.append(_entry(name, eid, fields))
+                read[name] = [_entry(name, eid, fields) for eid, fields in entries]
+                if entries:
+                    self._last[name] = _text(entries[-1][0])
+            self._take(read, count)
             return
         if self._recheck and self._read_pending():
             return
         streams = {name: ">" for name in self._streams}
         resp = self._redis.xreadgroup(
-            self.group, self.consumer, streams, count=self._room(), block=block_ms
+            self.group, self.consumer, streams, count=count, block=block_ms
         )
+        read = {}
         for stream, entries in resp or []:
             name = _text(stream)
-            for eid, fields in entries:
-                self._hold(_entry(name, eid, fields))
+            read[name] = [_entry(name, eid, fields) for eid, fields in entries]
+            self._held.update((name, e.id) for e in read[name])
+        self._take(read, count)
+
+    def _take(self, read: dict[str, list[Entry]], count: int) -> None:
+        """One read's entries into the arrival order; a stream that came back with fewer
+        than ``count`` (or nothing) holds nothing earlier."""
+        for name in self._streams:
+            entries = read.get(name, [])
+            self._order.add(name, entries, full=len(entries) >= count)
 
     def _read_pending(self) -> bool:
-        """Read this consumer's pending entries of one stream; ``True`` if it had any."""
-        name, after = next(iter(self._recheck.items()))
-        resp = self._redis.xreadgroup(self.group, self.consumer, {name: after}, count=self._room())
-        entries = resp[0][1] if resp else []
-        if not entries:
-            del self._recheck[name]
-            return False
-        self._recheck[name] = _text(entries[-1][0])
-        for eid, fields in entries:
-            if (name, _text(eid)) in self._held:
-                continue  # handed out already, not yet acknowledged
-            if not fields:  # trimmed from the stream while pending: nothing to read
-                self._acks.setdefault(name, []).append(_text(eid))
+        """Read this consumer's pending entries, of every stream that may have some
+        (so they merge in arrival order); ``True`` if any had some."""
+        count, found = self._room(), False
+        for name, after in list(self._recheck.items()):
+            resp = self._redis.xreadgroup(self.group, self.consumer, {name: after}, count=count)
+            entries = resp[0][1] if resp else []
+            if not entries:
+                del self._recheck[name]
                 continue
-            self._hold(_entry(name, eid, fields))
-        return True
-
-    def _hold(self, entry: Entry) -> None:
-        self._held.add((entry.stream, entry.id))
-        self._buffer.append(entry)
+            found = True
+            self._recheck[name] = _text(entries[-1][0])
+            held = []
+            for eid, fields in entries:
+                if (name, _text(eid)) in self._held:
+                    continue  # handed out already, not yet acknowledged
+                if not fields:  # trimmed from the stream while pending: nothing to read
+                    self._acks.setdefault(name, []).append(_text(eid))
+                    continue
+                held.append(_entry(name, eid, fields))
+                self._held.add((name, _text(eid)))
+            self._order.add(name, held, full=len(entries) >= count)
+        return found
 
     def _flush_acks(self) -> None:
         while self._acks:
@@ -377,10 +392,3 @@ def _text(value: bytes | str) -> str:
 
 def _entry(stream: str, eid: bytes | str, fields: dict[bytes, bytes] | None) -> Entry:
     return Entry(stream, _text(eid), (fields or {}).get(b"data"))
-
-
-def _json_or_none(entry: Entry) -> dict[str, Any] | None:
-    try:
-        return entry.message()
-    except ClientError:
-        return None

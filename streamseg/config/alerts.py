@@ -44,6 +44,7 @@ from streamseg.config.base import StrictModel
 from streamseg.geometry import ANCHORS, Anchor
 
 __all__ = [
+    "ALERT_KINDS",
     "ANCHORS",
     "RULE_KINDS",
     "AlertsConfig",
@@ -217,20 +218,41 @@ class CrowdingRule(_RuleBase, _Membership):
 
 @dataclasses.dataclass(frozen=True)
 class RuleKind:
-    """One rule kind: its config model and the ``"module:Class"`` of the rule that runs it.
+    """One rule kind: its config model, the ``"module:Class"`` of the rule that runs it
+    and what each alert ``kind`` it publishes means.
 
     The rule class has ``from_config(rule, context)`` (see
-    :class:`streamseg.track.rules.engine.RuleContext`).
+    :class:`streamseg.track.rules.engine.RuleContext`). ``events`` maps each
+    alert kind to one line for the docs; its keys must be the kinds the
+    config model's ``events`` field allows (a rule without one publishes a
+    single kind named after its ``type``).
     """
 
     config: type[_RuleBase]
     engine: str
+    events: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        if tuple(self.events) != self.kinds:
+            raise TypeError(
+                f"rule kind {self.type!r}: events {tuple(self.events)} must be its kinds "
+                f"{self.kinds}, in that order"
+            )
 
     @property
     def type(self) -> str:
         """The ``type:`` value that selects this kind (the config model's ``type`` literal)."""
         (value,) = typing.get_args(self.config.model_fields["type"].annotation)
         return str(value)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The alert kinds this rule publishes (the ``events:`` choices, else its type)."""
+        field = self.config.model_fields.get("events")
+        if field is None:
+            return (self.type,)
+        (literal,) = typing.get_args(field.annotation)  # list[Literal[...]]
+        return tuple(str(k) for k in typing.get_args(literal))
 
 
 def _by_type(*kinds: RuleKind) -> dict[str, RuleKind]:
@@ -240,11 +262,42 @@ def _by_type(*kinds: RuleKind) -> dict[str, RuleKind]:
 _ENGINE = "streamseg.track.rules"
 
 RULE_KINDS: dict[str, RuleKind] = _by_type(
-    RuleKind(ZoneRule, f"{_ENGINE}.zones:ZoneRule"),
-    RuleKind(LineRule, f"{_ENGINE}.lines:LineRule"),
-    RuleKind(DwellRule, f"{_ENGINE}.zones:DwellRule"),
-    RuleKind(CrowdingRule, f"{_ENGINE}.zones:CrowdingRule"),
+    RuleKind(
+        ZoneRule,
+        f"{_ENGINE}.zones:ZoneRule",
+        {
+            "enter": "a track went into the zone (`extra.initial` when first seen inside)",
+            "exit": "a track left the zone (`extra.reason`: `lost` when its track was dropped)",
+        },
+    ),
+    RuleKind(
+        LineRule,
+        f"{_ENGINE}.lines:LineRule",
+        {
+            "line_in": "a track crossed the line into its `in_side`; `count`: such crossings "
+            "so far",
+            "line_out": "a track crossed the line the other way; `count`: such crossings so far",
+        },
+    ),
+    RuleKind(
+        DwellRule,
+        f"{_ENGINE}.zones:DwellRule",
+        {"dwell": "a track stayed in the zone for `seconds` (`extra.dwell_seconds`)"},
+    ),
+    RuleKind(
+        CrowdingRule,
+        f"{_ENGINE}.zones:CrowdingRule",
+        {
+            "crowding": "more than `max_occupancy` tracks in the zone; `count`: the occupancy",
+            "crowding_end": "the occupancy fell to `clear_occupancy` or below; `count`: the "
+            "occupancy, `extra.seconds`: how long it was crowded",
+        },
+    ),
 )
+
+# Every alert ``kind`` a message can carry, in the registry's order: the one list
+# the JSON Schema's ``kind`` enum and docs/events.md's table are generated from.
+ALERT_KINDS: tuple[str, ...] = tuple(k for rule in RULE_KINDS.values() for k in rule.kinds)
 
 if TYPE_CHECKING:
     RuleConfig = _RuleBase

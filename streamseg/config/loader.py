@@ -33,6 +33,7 @@ __all__ = [
     "resolve_path",
     "validate_pipeline",
     "validate_tree",
+    "with_lines",
 ]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -90,11 +91,14 @@ def validate_tree(
     env_issues: list[ConfigIssue] = []
     data = to_plain(tree, environ, (), env_issues)
     issues = [_with_line(i, tree) for i in env_issues]
+    unset = {i.loc for i in env_issues}
     config = None
     try:
         config = schema.model_validate(data)
     except pydantic.ValidationError as exc:
-        issues += [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
+        found = [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
+        # A value with an unset ${VAR} is reported as that, not as what its text is not.
+        issues += [i for i in found if i.loc not in unset]
     if extra_checks is not None:
         issues += [_with_line(i, tree) for i in extra_checks(data)]
     if config is not None and config_checks is not None:
@@ -131,6 +135,16 @@ def validate_pipeline(
         config_checks=PipelineConfig.reference_issues,
     )
     return _resolve_paths(config, path.parent)
+
+
+def with_lines(issues: Sequence[ConfigIssue], path: str | Path) -> list[ConfigIssue]:
+    """``issues`` found after loading (the machine, the weights, the model) with the line
+    of their field in the file ``path`` (``issues`` as they are if it cannot be read)."""
+    try:
+        tree = read_yaml(Path(path), what="a pipeline.yaml")
+    except ConfigError:
+        return list(issues)
+    return [_with_line(i, tree) for i in issues]
 
 
 def resolve_path(value: str, base_dir: Path) -> Path:

@@ -73,7 +73,31 @@ class PipelineConfig(StrictModel):
             for i, name in enumerate(clips.rules)
             if name not in rules
         ]
-        return issues + self._class_issues() + self._model_process_issues()
+        return (
+            issues + self._class_issues() + self._model_process_issues() + self._snapshot_issues()
+        )
+
+    def _snapshot_issues(self) -> list[ConfigIssue]:
+        """MQTT snapshots are the console's alert snapshots: they need it to keep them."""
+        h = self.http
+        if h.enabled and h.console and h.snapshots:
+            return []
+        off = (
+            "http.enabled"
+            if not h.enabled
+            else "http.console"
+            if not h.console
+            else "http.snapshots"
+        )
+        return [
+            ConfigIssue(
+                f"MQTT snapshots are the console's alert snapshots, but {off} is false",
+                loc=("sinks", i, "snapshots", "enabled"),
+                hint=f"set {off}: true, or snapshots.enabled: false",
+            )
+            for i, sink in enumerate(self.sinks)
+            if getattr(getattr(sink, "snapshots", None), "enabled", False)
+        ]
 
     def _model_process_issues(self) -> list[ConfigIssue]:
         """``runtime.model_process`` takes frames from CPU memory; DALI leaves them on the GPU."""

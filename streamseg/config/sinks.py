@@ -39,6 +39,7 @@ __all__ = [
     "PRIMARY_SINK",
     "SINK_TYPES",
     "MQTTSinkConfig",
+    "MQTTSnapshotConfig",
     "RedisSinkConfig",
     "SinkConfig",
     "SinkEntry",
@@ -70,10 +71,26 @@ class RedisSinkConfig(RedisConfig, SinkEntry):
     type: Literal["redis"]
 
 
+class MQTTSnapshotConfig(StrictModel):
+    """Alert snapshots as JPEG payloads on ``<topic_prefix>/<camera>/snapshot`` (off by default).
+
+    They are the console's alert snapshots (``http.console`` and
+    ``http.snapshots`` must be on); one larger than ``max_kb`` is sent
+    scaled down until it fits, or not at all.
+    """
+
+    enabled: bool = False
+    max_kb: int = Field(default=256, ge=8, le=65536, description="largest JPEG sent, KiB")
+    retain: bool = Field(default=True, description="the broker keeps each camera's latest")
+
+
 class MQTTSinkConfig(SinkEntry):
     """An MQTT broker (Home Assistant, Frigate, Node-RED, ...): the same JSON as Redis.
 
-    Topics: ``<topic_prefix>/<camera>/detections`` and ``<topic_prefix>/alerts``.
+    Topics: ``<topic_prefix>/<camera>/detections`` and ``<topic_prefix>/alerts``;
+    retained ``<topic_prefix>/available`` (``online``, or ``offline`` by the
+    broker's last will) and ``<topic_prefix>/<camera>/state`` (objects by
+    class, health); optionally alert snapshots (docs/events.md, "MQTT").
     ``mqtts://`` (or ``tls.enabled``) turns TLS on; ``tls`` takes the same PEM
     files as Redis's. ``username``/``password`` are usually ``${MQTT_USERNAME}``
     and ``${MQTT_PASSWORD}``.
@@ -100,6 +117,19 @@ class MQTTSinkConfig(SinkEntry):
     socket_timeout: float = Field(
         default=5.0, gt=0, le=600, description="seconds to wait for CONNACK and PUBACKs"
     )
+    availability: bool = Field(
+        default=True,
+        description="retained <topic_prefix>/available: online, or offline (last will) once "
+        "serve stops or dies",
+    )
+    state: bool = Field(
+        default=True,
+        description="retained <topic_prefix>/<camera>/state: objects by class and health",
+    )
+    state_interval: float = Field(
+        default=1.0, gt=0, le=3600, description="least seconds between two states of a camera"
+    )
+    snapshots: MQTTSnapshotConfig = MQTTSnapshotConfig()
 
     @field_validator("url")
     @classmethod

@@ -4,9 +4,11 @@
 loader (ruamel.yaml round trip), lets ``edit`` change the tree, validates
 the whole result with the same schema and reference checks as ``serve``
 (so errors name the same fields), and only then writes the file back,
-atomically (a temporary file renamed over it). Comments, key order and
-``${ENV}`` references outside the changed part stay as they were; a
-rejected change leaves the file, and the running pipeline, untouched.
+atomically (a temporary file renamed over it). Only the lines the edit is
+about change: every other line stays byte for byte as it was, comments,
+spacing, quotes and ``${ENV}`` references included
+(``streamseg.console.roundtrip``); a rejected change leaves the file, and
+the running pipeline, untouched.
 
 Why the pipeline file and not an overlay beside it: the file stays the one
 place that says what runs (``streamseg check`` and a restart see exactly
@@ -17,7 +19,7 @@ message saying so, before anything is applied.
 
 from __future__ import annotations
 
-import io
+import logging
 import os
 import tempfile
 import threading
@@ -32,8 +34,11 @@ from streamseg.config.errors import ConfigError, ConfigIssue
 from streamseg.config.loader import validate_pipeline
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.yaml_tree import read_yaml
+from streamseg.console.roundtrip import dump, merge_edit, round_trip_yaml
 
 __all__ = ["ChangeRefused", "PipelineEditor", "yaml_node"]
+
+log = logging.getLogger("streamseg.console")
 
 # Lists of numbers under these keys are written on one line: [[x, y], ...].
 _FLOW_KEYS = frozenset({"polygon", "points", "classes", "events"})
@@ -87,9 +92,13 @@ class PipelineEditor:
         """
         with self._lock:
             try:
-                tree = read_yaml(self.path, what="a pipeline.yaml")
-            except ConfigError as exc:
-                raise ChangeRefused(409, exc.issues, "the pipeline file cannot be read") from None
+                read_yaml(self.path, what="a pipeline.yaml")  # says what is wrong with it
+                text = self.path.read_text(encoding="utf-8")
+            except (ConfigError, OSError) as exc:
+                issues = exc.issues if isinstance(exc, ConfigError) else [ConfigIssue(str(exc))]
+                raise ChangeRefused(409, issues, "the pipeline file cannot be read") from None
+            yaml = round_trip_yaml(text)
+            tree = yaml.load(text)
             edit(tree)
             try:
                 config = validate_pipeline(tree, self.path, environ=self.environ)
@@ -98,7 +107,7 @@ class PipelineEditor:
             self._check_writable()
             if commit is not None:
                 commit(config)
-            self._write(tree)
+            self._write(_edited_text(text, tree, yaml))
             return config
 
     def _check_writable(self) -> None:
@@ -110,15 +119,11 @@ class PipelineEditor:
         )
         raise ChangeRefused(409, [issue], "the change could not be saved")
 
-    def _write(self, tree: CommentedMap) -> None:
-        yaml = YAML(typ="rt")
-        yaml.indent(mapping=2, sequence=4, offset=2)
-        buf = io.StringIO()
-        yaml.dump(tree, buf)
+    def _write(self, text: str) -> None:
         try:
             fd, tmp = tempfile.mkstemp(prefix=".console-", dir=self.path.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(buf.getvalue())
+                f.write(text)
             mode = self.path.stat().st_mode & 0o777
             os.chmod(tmp, mode)
             os.replace(tmp, self.path)
@@ -128,6 +133,26 @@ class PipelineEditor:
                 hint="the console saves changes in the pipeline file; make it writable",
             )
             raise ChangeRefused(409, [issue], "the change could not be saved") from None
+
+
+def _edited_text(original: str, tree: Any, yaml: YAML) -> str:
+    """The file with the edit of ``tree``, every other line as in ``original``."""
+    base = dump(yaml.load(original), yaml)
+    edited = dump(tree, yaml)
+    merged = merge_edit(original, base, edited)
+    if _plain(yaml.load(merged)) == _plain(tree):
+        return merged
+    log.warning("console: the edit could not be placed line by line; the file is rewritten whole")
+    return edited
+
+
+def _plain(node: Any) -> Any:
+    """The data of a ruamel tree, as plain dicts, lists and scalars (no substitution)."""
+    if isinstance(node, Mapping):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_plain(v) for v in node]
+    return node
 
 
 def yaml_node(value: Any, key: str | None = None) -> Any:

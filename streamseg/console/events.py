@@ -19,7 +19,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class _Pending:
     image: Any
     result: FrameResult
     info: OverlayInfo
+    camera_id: str
 
 
 class EventLog:
@@ -77,6 +78,8 @@ class EventLog:
         self._bytes = 0
         self._queue: queue.Queue[_Pending | None] = queue.Queue(SNAPSHOT_QUEUE)
         self.snapshots_dropped = 0
+        # Called with (camera id, JPEG bytes) once each snapshot is written (e.g. to MQTT).
+        self.on_snapshot: Callable[[str, bytes], None] | None = None
         self._thread = threading.Thread(target=self._write_loop, name="snapshot", daemon=True)
         self._thread.start()
 
@@ -110,7 +113,10 @@ class EventLog:
             if event.track_id is not None and inst.track_ids is not None:
                 inst = inst[inst.track_ids == event.track_id]
             try:
-                self._queue.put_nowait(_Pending(path, image, FrameResult(result.frame, inst), info))
+                pending = _Pending(
+                    path, image, FrameResult(result.frame, inst), info, event.camera_id
+                )
+                self._queue.put_nowait(pending)
                 event = dataclasses.replace(event, snapshot=str(path))
             except queue.Full:
                 self.snapshots_dropped += 1
@@ -192,6 +198,8 @@ class EventLog:
                 self._files.append((time.time(), item.path, len(jpeg)))
                 self._bytes += len(jpeg)
                 self._expire()
+                if self.on_snapshot is not None:
+                    self.on_snapshot(item.camera_id, jpeg)
             except Exception:
                 log.exception("console: writing snapshot %s failed", item.path.name)
 

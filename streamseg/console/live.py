@@ -168,6 +168,15 @@ class LiveView:
             )
         return events
 
+    def forget(self, camera_id: str) -> None:
+        """A camera removed while running: drop its frame, trails and rate (viewers
+        still connected see no new frame; the console ends their streams)."""
+        with self._lock:
+            self._slots.pop(camera_id, None)
+            self._trails.pop(camera_id, None)
+            self._last.pop(camera_id, None)
+            self._fps.pop(camera_id, None)
+
     def latest(self, camera_id: str) -> LiveFrame | None:
         return self._slots.get(camera_id)
 

@@ -4,7 +4,16 @@
 returns a new RGB image with, per instance, the mask filled and outlined in
 its track's colour, the box, ``label #id score`` and a short trail of past
 positions; the camera's zones and lines with their counts; and a status
-line (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+badge (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+
+Labels never cover one another and never leave the frame
+(``streamseg.console.labels``): after every shape is drawn, the labels are
+placed in order of importance (the status badge, then zone and line labels,
+then tracked objects by score, then untracked ones) each in the first free
+spot near what it names, and one without room is left out. An untracked
+detection scoring under ``OverlayInfo.min_untracked_score`` gets a dim box
+and no label; above it, a grey one. ``layout_labels`` returns the placed
+labels (what ``draw_overlay`` draws) for tests and other drawers.
 
 Colour rule (tests rely on it): a track's exact colour (``track_color``) is
 used only for the mask's outline, which lies inside the mask; boxes,
@@ -24,7 +33,9 @@ from __future__ import annotations
 
 import colorsys
 import dataclasses
+import functools
 import io
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,12 +44,14 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from streamseg.config.alerts import CameraAlerts
+from streamseg.console.labels import PAD, Label, LabelLayout, Spot
 from streamseg.types import Instances, MaskCrops
 
 __all__ = [
     "OverlayInfo",
     "draw_overlay",
     "encode_jpeg",
+    "layout_labels",
     "render_image",
     "render_jpeg",
     "scale_down",
@@ -49,9 +62,13 @@ __all__ = [
 RGB = tuple[int, int, int]
 
 UNTRACKED: RGB = (200, 200, 200)
+DIM: RGB = (110, 110, 110)  # the box of an untracked detection too unsure for a label
+WHITE: RGB = (255, 255, 255)
 ZONE_COLOR: RGB = (255, 210, 0)
 LINE_COLOR: RGB = (0, 230, 255)
 FILL_ALPHA = 0.4
+# A zone's or line's label tries these sides of each of its anchor points.
+_AROUND = ((0.0, 0.0), (-1.0, 0.0), (0.0, -1.0), (-1.0, -1.0))
 
 
 @dataclasses.dataclass
@@ -63,9 +80,11 @@ class OverlayInfo:
         alerts: the camera's zones and lines (``None``: none).
         trails: ``{track id: [(x, y), ...]}`` past box centres, oldest first, pixels.
         counts: ``{zone name: occupancy}`` and ``{line name: (in, out)}``.
-        status: the text of the status line (state, fps).
+        status: the text of the status badge (state, fps), top left.
         scale: frame pixels per drawn pixel (zones and lines in pixels are
             divided by it; ``render_jpeg`` sets it when it scales down).
+        min_untracked_score: an untracked detection scoring less gets a
+            dim box and no label (it would only hide tracked objects).
     """
 
     class_names: Sequence[str] = ()
@@ -74,6 +93,7 @@ class OverlayInfo:
     counts: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     status: str = ""
     scale: float = 1.0
+    min_untracked_score: float = 0.5
 
 
 def track_color(track_id: int) -> RGB:
@@ -110,24 +130,36 @@ def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> 
             _paint_mask(out, mask, color)
     pil = Image.fromarray(out)
     draw = ImageDraw.Draw(pil)
-    font = ImageFont.load_default()
-    _draw_geometry(draw, font, info, image.shape[:2])
+    font = _font()
+    _draw_geometry(draw, info, image.shape[:2])
     boxes = instances.boxes.detach().to("cpu").numpy()
-    labels = instances.labels.detach().to("cpu").numpy()
     scores = instances.scores.detach().to("cpu").numpy()
     for i, tid in enumerate(ids):
-        dark = shade(colors[i])
+        dark = shade(colors[i]) if tid >= 0 or scores[i] >= info.min_untracked_score else DIM
         trail = info.trails.get(tid) if tid >= 0 else None
         if trail and len(trail) > 1:
             draw.line([tuple(p) for p in trail], fill=dark, width=2)
         x1, y1, x2, y2 = (float(v) for v in boxes[i])
         draw.rectangle((x1, y1, x2, y2), outline=dark, width=1)
-        name = _class_name(info.class_names, int(labels[i]))
-        text = f"{name} #{tid} {scores[i]:.2f}" if tid >= 0 else f"{name} {scores[i]:.2f}"
-        _label(draw, font, (x1, y1), text, dark, above=True)
-    if info.status:
-        _label(draw, font, (2, 2), info.status, (0, 0, 0))
+    for label in layout_labels(instances, info, image.shape[:2]):
+        left, top, right, bottom = label.box
+        draw.rectangle((left, top, right - 1, bottom - 1), fill=label.bg)
+        draw.text((left + PAD, top + PAD), label.text, fill=label.fg, font=font, anchor="lt")
     return np.asarray(pil)
+
+
+def layout_labels(instances: Instances, info: OverlayInfo, size: tuple[int, int]) -> list[Label]:
+    """Every label ``draw_overlay`` draws on a frame of ``size`` ``(H, W)``, placed:
+    the status badge, zone and line labels, then objects (tracked first, by score)."""
+    h, w = size
+    layout = LabelLayout(w, h, measure=_measure)
+    if info.status:
+        layout.place(info.status, [(0, 0, 0, 0)], bg=(0, 0, 0))
+    for text, spots, bg in _geometry_labels(info, size):
+        layout.place(text, spots, bg=bg)
+    for text, spots, bg, fg in _object_labels(instances, info):
+        layout.place(text, spots, bg=bg, fg=fg)
+    return layout.labels
 
 
 def encode_jpeg(image: np.ndarray, *, quality: int) -> bytes:
@@ -227,26 +259,78 @@ def _paint_mask(
     region[m & ~inner] = color
 
 
-def _draw_geometry(
-    draw: ImageDraw.ImageDraw, font: Any, info: OverlayInfo, size: tuple[int, int]
-) -> None:
+def _draw_geometry(draw: ImageDraw.ImageDraw, info: OverlayInfo, size: tuple[int, int]) -> None:
+    """The zones' outlines and the lines (their labels are placed with the others)."""
+    for _name, kind, pts in _shapes(info, size):
+        if kind == "zone":
+            draw.polygon(pts, outline=ZONE_COLOR, width=2)
+        else:
+            draw.line(pts, fill=LINE_COLOR, width=2)
+
+
+def _shapes(
+    info: OverlayInfo, size: tuple[int, int]
+) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    """``(name, "zone" | "line", points in drawn pixels)`` of the camera's geometry."""
     alerts = info.alerts
     if alerts is None:
-        return
+        return []
     h, w = size
     s = info.scale
+    out = []
     for name, zone in alerts.zones.items():
-        pts = _pixels(zone.polygon, zone.coordinates or alerts.coordinates, w, h, s)
-        draw.polygon(pts, outline=ZONE_COLOR, width=2)
-        count = info.counts.get(name)
-        text = name if count is None else f"{name}: {count}"
-        _label(draw, font, pts[0], text, (120, 100, 0))
+        coords = zone.coordinates or alerts.coordinates
+        out.append((name, "zone", _pixels(zone.polygon, coords, w, h, s)))
     for name, line in alerts.lines.items():
-        pts = _pixels(list(line.points), line.coordinates or alerts.coordinates, w, h, s)
-        draw.line(pts, fill=LINE_COLOR, width=2)
+        coords = line.coordinates or alerts.coordinates
+        out.append((name, "line", _pixels(list(line.points), coords, w, h, s)))
+    return out
+
+
+def _geometry_labels(info: OverlayInfo, size: tuple[int, int]) -> list[tuple[str, list[Spot], RGB]]:
+    """Zone labels at (or around) their vertices and centre, line labels at their middle,
+    ends and quarters: the first of them inside the frame and free wins."""
+    out = []
+    for name, kind, pts in _shapes(info, size):
         count = info.counts.get(name)
-        text = name if count is None else f"{name}: in {count[0]} out {count[1]}"
-        _label(draw, font, pts[0], text, (0, 100, 120))
+        if kind == "zone":
+            text = name if count is None else f"{name}: {count}"
+            cx, cy = sum(x for x, _ in pts) / len(pts), sum(y for _, y in pts) / len(pts)
+            anchors = [*pts, (cx, cy)]
+            bg: RGB = (120, 100, 0)
+        else:
+            text = name if count is None else f"{name}: in {count[0]} out {count[1]}"
+            (x1, y1), (x2, y2) = pts
+            anchors = [(x1 + (x2 - x1) * t, y1 + (y2 - y1) * t) for t in (0.5, 0.25, 0.75, 0, 1)]
+            bg = (0, 100, 120)
+        spots = [(x, y, fx, fy) for x, y in anchors for fx, fy in _AROUND]
+        out.append((text, spots, bg))
+    return out
+
+
+def _object_labels(
+    instances: Instances, info: OverlayInfo
+) -> list[tuple[str, list[Spot], RGB, RGB]]:
+    """``label #id score`` above each box (else inside it, below it): tracked ones first,
+    by score; untracked ones under ``min_untracked_score`` get none."""
+    ids = _track_ids(instances)
+    boxes = instances.boxes.detach().to("cpu").numpy()
+    labels = instances.labels.detach().to("cpu").numpy()
+    scores = instances.scores.detach().to("cpu").numpy()
+    order = sorted(range(len(ids)), key=lambda i: (ids[i] < 0, -float(scores[i])))
+    out = []
+    for i in order:
+        tid, score = ids[i], float(scores[i])
+        if tid < 0 and score < info.min_untracked_score:
+            continue
+        name = _class_name(info.class_names, int(labels[i]))
+        x1, y1, x2, y2 = (float(v) for v in boxes[i])
+        spots: list[Spot] = [(x1, y1, 0, -1), (x1, y1, 0, 0), (x1, y2, 0, 0), (x2, y1, -1, -1)]
+        if tid >= 0:
+            out.append((f"{name} #{tid} {score:.2f}", spots, shade(track_color(tid)), WHITE))
+        else:
+            out.append((f"{name} {score:.2f}", spots, (60, 60, 60), UNTRACKED))
+    return out
 
 
 def _pixels(
@@ -258,23 +342,15 @@ def _pixels(
     return [(x / scale, y / scale) for x, y in points]
 
 
-def _label(
-    draw: ImageDraw.ImageDraw,
-    font: Any,
-    at: tuple[float, float],
-    text: str,
-    bg: RGB,
-    *,
-    above: bool = False,
-) -> None:
-    """``text`` on a ``bg`` box with its top left at ``at``, or just above when there is room."""
-    x, y = at
-    left, top, right, bottom = draw.textbbox((x, y), text, font=font)
-    if above and y - (bottom - top) - 2 >= 0:
-        y -= bottom - top + 2
-        left, top, right, bottom = draw.textbbox((x, y), text, font=font)
-    draw.rectangle((left - 1, top - 1, right + 1, bottom + 1), fill=bg)
-    draw.text((x, y), text, fill=(255, 255, 255), font=font)
+@functools.cache
+def _font() -> Any:
+    return ImageFont.load_default()
+
+
+def _measure(text: str) -> tuple[int, int]:
+    """Width and height of ``text`` as drawn (anchored at its top left), pixels."""
+    left, top, right, bottom = _font().getbbox(text, anchor="lt")
+    return math.ceil(right - min(left, 0)), math.ceil(bottom - min(top, 0))
 
 
 def _class_name(names: Sequence[str], label: int) -> str:

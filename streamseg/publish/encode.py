@@ -15,6 +15,10 @@ seconds), masks COCO compressed RLE (``null`` when the model has none).
 Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()`` plus the
 ``traceparent`` of the frame that caused them.
 
+Numbers are rounded by one rule for every message kind (``round_numbers``
+and the ``*_DECIMALS`` below): pixels to 2 decimals, scores to 5, times to
+6 (microseconds), other numbers of an alert's ``extra`` to 3.
+
 ``MessageEncoder`` turns what tracking produced into ``Message``s, encoded
 once whatever the number of sinks.
 """
@@ -39,9 +43,55 @@ __all__ = [
     "detections_message",
     "dumps",
     "mask_json",
+    "round_box",
+    "round_numbers",
+    "round_time",
 ]
 
 DETECTIONS_SCHEMA_VERSION = 1
+
+PIXEL_DECIMALS = 2  # boxes, frame pixels
+SCORE_DECIMALS = 5  # scores, [0, 1]
+TIME_DECIMALS = 6  # unix or stream seconds: microseconds
+OTHER_DECIMALS = 3  # any other number of an alert's ``extra`` (seconds of dwell, ...)
+_TIME_KEYS = frozenset({"time", "pts", "since", "capture_time", "camera_time", "published_time"})
+
+
+def round_box(box: Sequence[float]) -> list[float]:
+    """``[x1, y1, x2, y2]`` rounded to ``PIXEL_DECIMALS``."""
+    return [round(float(v), PIXEL_DECIMALS) for v in box]
+
+
+def round_time(value: float | None) -> float | None:
+    """Seconds rounded to ``TIME_DECIMALS`` (``None`` stays ``None``)."""
+    return None if value is None else round(float(value), TIME_DECIMALS)
+
+
+def round_numbers(message: dict[str, Any]) -> dict[str, Any]:
+    """An alert-like message with its numbers rounded by the one rule (a new dict)."""
+    out = dict(message)
+    for key, value in message.items():
+        if value is None or isinstance(value, bool):
+            continue
+        if key == "box":
+            out[key] = round_box(value)
+        elif key == "score":
+            out[key] = round(float(value), SCORE_DECIMALS)
+        elif key in _TIME_KEYS and isinstance(value, int | float):
+            out[key] = round_time(value)
+        elif key == "extra" and isinstance(value, dict):
+            out[key] = _round_extra(value)
+    return out
+
+
+def _round_extra(value: Any, key: str = "") -> Any:
+    if isinstance(value, float):
+        return round(value, TIME_DECIMALS if key in _TIME_KEYS else OTHER_DECIMALS)
+    if isinstance(value, dict):
+        return {k: _round_extra(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_round_extra(v, key) for v in value]
+    return value
 
 
 def detections_message(
@@ -80,8 +130,8 @@ def detections_message(
                 "track_id": None if track is None or track < 0 else int(track),
                 "label": label,
                 "label_name": class_names[label] if 0 <= label < len(class_names) else None,
-                "score": round(float(scores[i]), 5),
-                "box": [round(float(v), 2) for v in boxes[i]],
+                "score": round(float(scores[i]), SCORE_DECIMALS),
+                "box": round_box(boxes[i]),
                 "mask": masks[i],
             }
         )
@@ -92,10 +142,10 @@ def detections_message(
         "type": "detections",
         "camera": frame.camera_id,
         "seq": frame.seq,
-        "pts": frame.pts,
-        "capture_time": frame.capture_time,
-        "camera_time": frame.camera_time,
-        "published_time": published_time,
+        "pts": round_time(frame.pts),
+        "capture_time": round_time(frame.capture_time),
+        "camera_time": round_time(frame.camera_time),
+        "published_time": round_time(published_time),
         "image": {"height": height, "width": width},
         "model": {"arch": arch},
         "traceparent": frame.trace.get("traceparent"),
@@ -115,7 +165,7 @@ def mask_json(result: FrameResult) -> list[dict[str, Any] | None]:
 def alert_message(event: Event, *, traceparent: str | None = None) -> dict[str, Any]:
     """The alert message of one event: ``Event.to_dict()`` plus ``traceparent``, the
     trace context of the frame that caused it (``None`` when tracing is off)."""
-    message = event.to_dict()
+    message = round_numbers(event.to_dict())
     message["traceparent"] = traceparent
     _check_finite(message)
     return message
@@ -169,19 +219,19 @@ class MessageEncoder:
         encoded = [mask_json(result) for result, _events in items]
         self.mask_seconds += time.thread_time() - t0
         for (result, events), masks in zip(items, encoded, strict=True):
-            frame = result.frame
+            frame, now = result.frame, time.time()
             msg = detections_message(
                 result,
                 arch=self._arch,
                 class_names=self._class_names,
-                published_time=time.time(),
+                published_time=now,
                 masks=masks,
             )
-            out.append(Message("detections", frame.camera_id, dumps(msg), frame))
+            out.append(Message("detections", frame.camera_id, dumps(msg), frame, now))
             trace = frame.trace.get("traceparent")
             for event in events:
                 body = dumps(alert_message(event, traceparent=trace))
-                out.append(Message("alert", event.camera_id, body))
+                out.append(Message("alert", event.camera_id, body, published_time=now))
         return out
 
 

@@ -60,13 +60,15 @@ class Message:
     pixels dropped, for latency and tracing) or ``alert``; ``camera`` the
     camera it is about; ``data`` the JSON (docs/events.md). Each sink picks
     its own destination from ``kind`` and ``camera`` (a Redis stream, an
-    MQTT topic).
+    MQTT topic). ``published_time`` starts the delivery delay (publish to
+    the sink's acknowledgement), as capture to it is the processing latency.
     """
 
     kind: str
     camera: str
     data: bytes
     frame: Frame | None = None
+    published_time: float = 0.0  # unix seconds it was handed to the sinks (0: unknown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +172,7 @@ class BufferedSink(abc.ABC):
         self.reconnect_attempts = 0  # connection attempts while the destination was away
         self._failures = 0
         self._next_attempt = 0.0
+        self._next_tick = 0.0
         self._down_since: float | None = None
 
     # -- what a subclass writes ---------------------------------------------
@@ -189,6 +192,19 @@ class BufferedSink(abc.ABC):
     def destination(self, message: Message) -> str:
         """Where ``message`` goes (a stream, a topic): ``messaging.destination.name``."""
         return message.kind
+
+    def accepts(self, kind: str) -> bool:
+        """Whether this sink takes messages of ``kind``: every sink takes ``detections``
+        and ``alert``; others (``snapshot``) go only to sinks that say so."""
+        return kind in ("detections", "alert")
+
+    # A subclass with periodic work (MQTT's retained state) sets ``tick_interval``
+    # (seconds) and writes ``_tick``: the writer thread calls it while connected,
+    # between writes; raising there counts as the destination going away.
+    tick_interval: float | None = None
+
+    def _tick(self) -> None:  # noqa: B027 - a hook, empty unless a subclass has periodic work
+        """Periodic work in the writer thread (see ``tick_interval``)."""
 
     # -- the Sink interface ---------------------------------------------------
     def start(
@@ -266,22 +282,36 @@ class BufferedSink(abc.ABC):
             if not self.connected:
                 self._try_connect()
                 continue
+            if self.tick_interval is not None and time.monotonic() >= self._next_tick:
+                self._run_tick()
             with self._cond:
                 n = min(self._max_batch, len(self._buffer))
                 batch = [self._buffer.popleft() for _ in range(n)]
                 self._inflight = n
+            if not batch:
+                continue  # woken for the tick only
             t0 = time.thread_time()
             self._send(batch)
             self.cpu_seconds += time.thread_time() - t0
 
+    def _run_tick(self) -> None:
+        self._next_tick = time.monotonic() + (self.tick_interval or 0.0)
+        try:
+            self._tick()
+        except Exception as exc:
+            self._failed(exc, self.write_op)
+
     def _due(self) -> bool:
-        """Work to do now: a reconnect attempt, or messages to send (lock held)."""
+        """Work to do now: a reconnect attempt, messages to send or a tick (lock held)."""
         if not self.connected:
             return time.monotonic() >= self._next_attempt
-        return bool(self._buffer)
+        tick = self.tick_interval is not None and time.monotonic() >= self._next_tick
+        return bool(self._buffer) or tick
 
     def _sleep(self) -> float | None:
         if self.connected:
+            if self.tick_interval is not None:
+                return max(0.0, self._next_tick - time.monotonic())
             return None  # until submit() or close() notifies
         return max(0.0, self._next_attempt - time.monotonic())
 

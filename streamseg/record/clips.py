@@ -43,6 +43,7 @@ class ClipHook:
         self._recorders: dict[str, ClipRecorder] = {}
         self._lock = threading.Lock()
         self._done: list[RecordedFile] = []
+        self._removed: dict[str, list[RecordedFile]] = {}  # clips of cameras removed meanwhile
         self.ignored_events = 0
 
     def wants(self, event: Event) -> bool:
@@ -92,6 +93,16 @@ class ClipHook:
                     continue
                 rec.trigger(event.pts, tag=f"{event.rule}_{event.kind}")
 
+    def remove_camera(self, camera_id: str) -> None:
+        """A camera removed while running: finish its open clip and drop its recorder
+        (a camera added again under the id gets a new one)."""
+        with self._lock:
+            rec = self._recorders.pop(camera_id, None)
+            if rec is not None:
+                files = rec.close()
+                self._done += files
+                self._removed[camera_id] = files  # its alerts still find their clips
+
     def clip_for(self, camera_id: str, when: float | None) -> tuple[Path, bool] | None:
         """The clip of an alert of ``camera_id`` at stream time ``when`` (``Event.pts``).
 
@@ -103,7 +114,11 @@ class ClipHook:
             return None
         with self._lock:
             rec = self._recorders.get(camera_id)
-            return rec.clip_at(when) if rec is not None else None
+            found = rec.clip_at(when) if rec is not None else None
+            for f in reversed(self._removed.get(camera_id, []) if found is None else []):
+                if f.start <= when <= f.start + f.duration:
+                    return f.path, True
+            return found
 
     def files(self) -> list[RecordedFile]:
         """Clips finished so far, all cameras."""

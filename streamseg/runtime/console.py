@@ -111,6 +111,8 @@ class ServiceConsole:
 
     def remove_camera(self, camera_id: str) -> None:
         self.service.remove_camera(camera_id)
+        with self._lock:
+            self._rates.pop(camera_id, None)  # added again later, it measures afresh
         self._sync_cameras()
 
     def _sync_cameras(self) -> None:

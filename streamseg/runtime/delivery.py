@@ -6,6 +6,11 @@ sink has reported it: then the frame counts as published (capture to the
 last sink's acknowledgement is its latency) or, when any sink dropped it,
 as dropped with that sink's name as the reason. Per-sink figures (messages,
 drops, errors, reconnects) carry the attribute ``sink``.
+
+Two latencies, each with one meaning: the processing latency of a frame
+(capture to publish: the message handed to the sinks) and the delivery
+delay of each message at each sink (publish to that sink's
+acknowledgement). A sink that is away raises the second, never the first.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ class Delivery:
         if self.metrics is not None:
             for m in messages:
                 self.metrics.messages.add(1, {"sink": sink, "type": m.kind})
+        now = time.time()
+        for m in messages:
+            if m.published_time > 0:
+                self.stats.delivered(sink, max(0.0, now - m.published_time))
         self._settle(messages, None)
 
     def dropped(self, sink: str, messages: Sequence[Message]) -> None:
@@ -74,7 +83,10 @@ class Delivery:
             camera = m.frame.camera_id
             if why is None:
                 latency = max(0.0, now - m.frame.capture_time)
-                self.stats.published(camera, latency)
+                processing = None
+                if m.published_time > 0:
+                    processing = max(0.0, m.published_time - m.frame.capture_time)
+                self.stats.published(camera, latency, processing)
                 self.tracer.end(m.frame, latency_s=latency)
             else:
                 self.stats.dropped(camera, why)

@@ -187,6 +187,7 @@ class Pipeline:
                 self.stop_event.set()
             for stop in self._camera_stop.values():
                 stop.set()
+            self.queues.end()  # a pipeline whose cameras were all removed ends too
 
     def add_source(self, camera_id: str, source: SourceLike) -> None:
         """Start reading one more camera while running; the others are not disturbed.
@@ -223,7 +224,8 @@ class Pipeline:
         deadline = time.monotonic() + wait
         if thread is not None:
             thread.join(wait)
-        self.queues.wait_drained(camera_id, max(0.0, deadline - time.monotonic()))
+        if self.queues.wait_drained(camera_id, max(0.0, deadline - time.monotonic())):
+            self.queues.remove_camera(camera_id)  # its queue leaves the depth gauge
         log.info("runtime: camera %s removed", camera_id)
 
     def _add_queue(self, camera_id: str, source: SourceLike) -> None:

@@ -49,6 +49,7 @@ class CameraQueues:
         self._order: list[str] = []
         self._next = 0
         self._on_drop = on_drop
+        self._ended = False  # end(): no camera comes any more (a pipeline stopping)
         self.last_fill_wait = 0.0  # seconds the last batch waited to fill
 
     def add_camera(self, camera_id: str, *, live: bool, capacity: int) -> None:
@@ -84,17 +85,45 @@ class CameraQueues:
     def close_camera(self, camera_id: str) -> None:
         """No more frames from this camera; what is queued is still delivered."""
         with self._cond:
-            self._queues[camera_id].closed = True
+            q = self._queues.get(camera_id)
+            if q is not None:
+                q.closed = True
             self._cond.notify_all()
 
     def wait_drained(self, camera_id: str, timeout: float) -> bool:
         """Wait until a closed camera's queue is empty (its frames taken); ``True`` if it is."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            q = self._queues[camera_id]
-            while q.frames and time.monotonic() < deadline:
+            q = self._queues.get(camera_id)
+            while q is not None and q.frames and time.monotonic() < deadline:
                 self._cond.wait(0.05)
-            return not q.frames
+            return q is None or not q.frames
+
+    def remove_camera(self, camera_id: str) -> bool:
+        """Forget a removed camera's queue once it is closed and empty (``True`` then).
+
+        With every camera removed the batcher waits for a new one: only
+        ``end()`` or cameras that all ended by themselves end the stream.
+        """
+        with self._cond:
+            q = self._queues.get(camera_id)
+            if q is None or not q.closed or q.frames:
+                return False
+            del self._queues[camera_id]
+            at = self._order.index(camera_id)
+            self._order.remove(camera_id)
+            if self._next > at:
+                self._next -= 1
+            self._next = self._next % len(self._order) if self._order else 0
+            self._cond.notify_all()
+            return True
+
+    def end(self) -> None:
+        """No camera will be added any more: once every queue is closed and empty
+        (or there is none), ``take_batch`` returns ``None``."""
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
 
     def close_all(self) -> None:
         with self._cond:
@@ -145,6 +174,8 @@ class CameraQueues:
         return all(q.closed for q in self._queues.values())
 
     def _finished(self) -> bool:
+        if not self._queues:  # every camera removed: wait for one, unless ending
+            return self._ended
         return self._all_closed() and self._available() == 0
 
     def _pop_round_robin(self, max_batch: int) -> list[Frame]:

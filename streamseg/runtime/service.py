@@ -27,6 +27,7 @@ from streamseg.runtime.factory import (
     open_camera,
 )
 from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -148,13 +149,17 @@ class Service:
             self.cameras.append(cam)
 
     def remove_camera(self, camera_id: str) -> None:
-        """Stop serving one camera; its frames already read still reach the sinks."""
+        """Stop serving one camera; its frames already read still reach the sinks, then
+        every part that kept state for it forgets it (``runtime.camera_changes``)."""
+        from streamseg.runtime.camera_changes import forget_camera
+
         with self._cameras_lock:
             if not any(c.id == camera_id for c in self.cameras):
                 raise KeyError(camera_id)
             if self.pipeline is not None:
                 self.pipeline.remove_source(camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
+            forget_camera(self, camera_id)
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
@@ -223,6 +228,7 @@ class Service:
         with self._cameras_lock:
             sources = self._open_cameras(self.cameras)
             self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
+        feed_sinks(self, self.pipeline)  # camera health, alert snapshots: sinks that take them
         return self.pipeline
 
     def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
@@ -344,6 +350,8 @@ class Service:
             "cameras": cams,
             "stopping": stopping,
         }
+        # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
+        details["latency"] = p.stats.latency_details() if p is not None else None
         return ready, details
 
     # -- signals -----------------------------------------------------------

@@ -15,7 +15,8 @@ import collections
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from streamseg.telemetry.metrics import PipelineMetrics
 
@@ -61,6 +62,11 @@ class PipelineStats:
         self._lock = threading.Lock()
         self.cameras = {cid: CameraCounts() for cid in cameras}
         self._latency: collections.deque[float] = collections.deque(maxlen=window)
+        # Two latencies with one meaning each (the status line, /readyz):
+        # capture -> publish, and publish -> each sink's acknowledgement.
+        self._window = window
+        self._processing: collections.deque[float] = collections.deque(maxlen=window)
+        self._delivery: dict[str, collections.deque[float]] = {}
         self._all_latency: list[float] = []
         # (camera, time.monotonic() of the Redis acknowledgement, latency s), when kept
         self.samples: list[tuple[str, float, float]] = []
@@ -102,11 +108,15 @@ class PipelineStats:
         if self.metrics:
             self.metrics.frames_processed.add(1, self._attrs(camera))
 
-    def published(self, camera: str, latency: float) -> None:
+    def published(self, camera: str, latency: float, processing: float | None = None) -> None:
+        """One frame delivered by every sink: ``latency`` capture to the last
+        acknowledgement, ``processing`` capture to publish (seconds)."""
         now = time.monotonic()
         with self._lock:
             self.cameras[camera].published += 1
             self._latency.append(latency)
+            if processing is not None:
+                self._processing.append(processing)
             if self.keep_all_latencies:
                 self._all_latency.append(latency)
                 self.samples.append((camera, now, latency))
@@ -114,6 +124,18 @@ class PipelineStats:
             self.last_publish = now
         if self.metrics:
             self.metrics.e2e_latency.record(latency, self._attrs(camera))
+            if processing is not None:
+                self.metrics.processing_latency.record(processing, self._attrs(camera))
+
+    def delivered(self, sink: str, delay: float) -> None:
+        """One message acknowledged by ``sink`` ``delay`` seconds after it was published."""
+        with self._lock:
+            window = self._delivery.get(sink)
+            if window is None:
+                window = self._delivery[sink] = collections.deque(maxlen=self._window)
+            window.append(delay)
+        if self.metrics:
+            self.metrics.delivery_delay.record(delay, {"sink": sink})
 
     def add_cpu(self, stage: str, seconds: float) -> None:
         """Count ``seconds`` of CPU time spent in ``stage`` (one of ``STAGE_CPU``)."""
@@ -141,15 +163,49 @@ class PipelineStats:
             return list(self.samples)
 
     def all_latencies(self) -> list[float]:
-        """Capture-to-publish latency of every frame since ``keep_all_latencies`` was set, s."""
+        """Capture to the last acknowledgement of every frame since ``keep_all_latencies``
+        was set, seconds."""
         with self._lock:
             return list(self._all_latency)
 
     def latency_percentiles(self, *qs: float, all_frames: bool = False) -> list[float | None]:
-        """Percentiles (0-100) of capture-to-Redis latency, seconds (recent window,
-        or every frame since start when ``keep_all_latencies`` and ``all_frames``)."""
+        """Percentiles (0-100) of capture to the last sink's acknowledgement, seconds
+        (recent window, or every frame since start when ``keep_all_latencies`` and
+        ``all_frames``)."""
         with self._lock:
-            data = sorted(self._all_latency if all_frames else self._latency)
-        if not data:
-            return [None for _ in qs]
-        return [data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))] for q in qs]
+            return _percentiles(sorted(self._all_latency if all_frames else self._latency), qs)
+
+    def processing_percentiles(self, *qs: float) -> list[float | None]:
+        """Percentiles of capture-to-publish latency (recent frames), seconds."""
+        with self._lock:
+            return _percentiles(sorted(self._processing), qs)
+
+    def delivery_percentiles(self, *qs: float, sink: str | None = None) -> list[float | None]:
+        """Percentiles of publish-to-acknowledgement delay (recent messages of ``sink``,
+        or of every sink), seconds."""
+        with self._lock:
+            windows = [self._delivery.get(sink, ())] if sink else list(self._delivery.values())
+            return _percentiles(sorted(v for w in windows for v in w), qs)
+
+    def latency_details(self) -> dict[str, Any]:
+        """For ``/readyz``: ``{"processing_ms": {p50, p99}, "delivery_ms": {p50, p99,
+        "sinks": {name: {p50, p99}}}}`` (``None`` where nothing was measured yet)."""
+
+        def ms(values: list[float | None]) -> dict[str, float | None]:
+            return {
+                f"p{q}": None if v is None else round(v * 1000, 1)
+                for q, v in zip((50, 99), values, strict=True)
+            }
+
+        with self._lock:
+            sinks = list(self._delivery)
+        delivery: dict[str, Any] = ms(self.delivery_percentiles(50, 99))
+        delivery["sinks"] = {s: ms(self.delivery_percentiles(50, 99, sink=s)) for s in sinks}
+        return {"processing_ms": ms(self.processing_percentiles(50, 99)), "delivery_ms": delivery}
+
+
+def _percentiles(data: list[float], qs: Sequence[float]) -> list[float | None]:
+    """Nearest-rank percentiles (0-100) of sorted ``data``."""
+    if not data:
+        return [None for _ in qs]
+    return [data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))] for q in qs]

@@ -2,9 +2,14 @@
 
 Example::
 
-    cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | latency p50 112 ms p99 240 ms | redis ok
+    cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | processing p50 112 ms p99 240 ms |
+    delivery p50 2 ms p99 9 ms | redis ok                                   (one line)
 
-One entry per sink at the end: ``<sink> ok``, or ``<sink> DOWN (N buffered)``.
+``processing``: capture to publish (the frame's messages handed to the
+sinks); ``delivery``: publish to a sink's acknowledgement, over every sink.
+A sink that is away raises the second, never the first. One entry per sink
+at the end: ``<sink> ok``, or ``<sink> DOWN (N buffered)``. Cameras added
+while running appear at the next line, removed ones leave it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from streamseg.runtime.stats import CameraCounts, PipelineStats
@@ -29,27 +34,34 @@ def format_status(
     rates: dict[str, float],
     counts: dict[str, CameraCounts],
     states: dict[str, str],
-    p50: float | None,
-    p99: float | None,
+    processing: Sequence[float | None],
+    delivery: Sequence[float | None],
     sinks: Mapping[str, tuple[bool, int]],
 ) -> str:
-    """One status line (fps per camera over the last interval, drops, latency, sinks).
+    """One status line (fps per camera over the last interval, drops, the two
+    latencies, sinks).
 
-    ``sinks``: ``{name: (connected, messages buffered)}``.
+    ``processing`` / ``delivery``: ``(p50, p99)`` seconds (``None``: not
+    measured yet); ``sinks``: ``{name: (connected, messages buffered)}``.
     """
     parts = []
     for cid, c in counts.items():
         state = states.get(cid, "")
         extra = f" [{state}]" if state not in ("streaming", "") else ""
         parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps drop {c.dropped}{extra}")
-    lat = "latency -"
-    if p50 is not None and p99 is not None:
-        lat = f"latency p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
     out = [
         f"{n} ok" if ok else f"{n} DOWN ({buffered} buffered)"
         for n, (ok, buffered) in sinks.items()
     ]
-    return " | ".join([*parts, lat, *out])
+    latencies = [_percentiles("processing", processing), _percentiles("delivery", delivery)]
+    return " | ".join([*parts, *latencies, *out])
+
+
+def _percentiles(name: str, values: Sequence[float | None]) -> str:
+    p50, p99 = values
+    if p50 is None or p99 is None:
+        return f"{name} -"
+    return f"{name} p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
 
 
 class StatusReporter:
@@ -85,13 +97,22 @@ class StatusReporter:
         then, before = self._last
         self._last = (now, counts)
         dt = max(now - then, 1e-6)
-        rates = {c: (counts[c].processed - before[c].processed) / dt for c in counts}
-        p50, p99 = self._stats.latency_percentiles(50, 99)
-        return format_status(rates, counts, self._states(), p50, p99, self._sinks())
+        states = self._states()
+        # The cameras served now: one added since the last line counts from
+        # zero, one removed since is left out (its counts stay for the summary).
+        shown = {c: n for c, n in counts.items() if c in states}
+        old = {c: before[c].processed if c in before else 0 for c in shown}
+        rates = {c: (n.processed - old[c]) / dt for c, n in shown.items()}
+        processing = self._stats.processing_percentiles(50, 99)
+        delivery = self._stats.delivery_percentiles(50, 99)
+        return format_status(rates, shown, states, processing, delivery, self._sinks())
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self._emit(self.line())
+            try:
+                self._emit(self.line())
+            except Exception:  # one bad line must not end the status for the rest of the run
+                log.exception("status: the status line failed")
 
     def _emit(self, line: str) -> None:
         if self.tty:

@@ -57,6 +57,18 @@ class PipelineMetrics:
             "capture to Redis acknowledgement, per frame",
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
         )
+        self.processing_latency = h(
+            "streamseg.pipeline.processing_latency",
+            "s",
+            "capture to publish (the frame's messages handed to the sinks), per frame",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
+        )
+        self.delivery_delay = h(
+            "streamseg.publish.delivery_delay",
+            "s",
+            "publish to the sink's acknowledgement, per message (sink)",
+            explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
+        )
         self.queue_wait = h(
             "streamseg.batch.queue_wait",
             "s",

@@ -79,6 +79,7 @@ class TrackingStage:
         }
         self.cameras: dict[str, _Camera] = {}
         self._pending: dict[str, CameraRules | None] | None = None
+        self._forget: set[str] = set()  # cameras removed while running (forget_camera)
         self._pending_lock = threading.Lock()
         self._metrics = watch(self, meter_provider)
         self._closed = False
@@ -138,9 +139,25 @@ class TrackingStage:
             self._pending = pending
             self.alerts = alerts
 
+    def forget_camera(self, camera_id: str) -> None:
+        """Drop a removed camera's tracks and rule state (any thread): from now on the
+        gauges leave it out, and before the next frame its state is gone. A frame of
+        it coming later starts it afresh."""
+        with self._pending_lock:
+            self._forget.add(camera_id)
+            self._pending = dict(self._pending or {})  # process() looks at it next frame
+
     def _apply_pending(self) -> None:
         with self._pending_lock:
             pending, self._pending = self._pending or {}, None
+            forget, self._forget = self._forget, set()
+        for cid in forget:
+            self.cameras.pop(cid, None)
+            old = self._rules.pop(cid, None)
+            if old is not None and cid in self.alerts.cameras:  # its rules, without their state
+                self._rules[cid] = CameraRules(
+                    camera_id=cid, config=old.config, class_names=self.class_names
+                )
         for cid, rules in pending.items():
             if rules is None:
                 self._rules.pop(cid, None)
@@ -233,7 +250,7 @@ class TrackingStage:
         if self._closed:
             return
         for cid, cam in list(self.cameras.items()):
-            if cam.rules is None:
+            if cam.rules is None or cid in self._forget:
                 continue
             for rule, zone, occ in cam.rules.occupancy():
                 yield occ, {"camera": cid, "rule": rule, "zone": zone}
@@ -242,6 +259,8 @@ class TrackingStage:
         if self._closed:
             return
         for cid, cam in list(self.cameras.items()):
+            if cid in self._forget:
+                continue
             if not isinstance(cam.tracker, ByteTracker):
                 yield len(cam.tracker), {"camera": cid, "state": "confirmed"}
                 continue

@@ -36,6 +36,26 @@ def test_coco_rtsp_example_checks(cli, tmp_path, monkeypatch) -> None:  # type: 
     if "model.device" in issues:
         assert "sees no CUDA GPU" in issues["model.device"]
     assert PASSWORD not in proc.stdout + proc.stderr
+    # Every error names its YAML line, those about the machine and the weights too.
+    text = EXAMPLE.read_text().splitlines()
+    for field, line in issues.items():
+        number = int(line.removeprefix(f"{EXAMPLE}:").split(":", 1)[0])
+        assert text[number - 1].strip().startswith(field.split(".")[-1] + ":"), (field, line)
+
+
+def test_coco_rtsp_example_without_the_password(cli, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The unset variable is the one error of that field, at its line (it used to bring a
+    second one, about the port of the text ``${CAMERA_PASSWORD}`` left in the url)."""
+    monkeypatch.delenv("CAMERA_PASSWORD", raising=False)
+    proc = cli("check", str(EXAMPLE))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    line = next(n for n, t in enumerate(EXAMPLE.read_text().splitlines(), 1) if "url: rtsp" in t)
+    assert lines == [
+        f"{EXAMPLE}:{line}: cameras[0].url: environment variable CAMERA_PASSWORD is not set "
+        "(export CAMERA_PASSWORD=... or write ${CAMERA_PASSWORD:-default})",
+        f"{EXAMPLE}: 1 error",
+    ], proc.stderr
 
 
 def test_coco_rtsp_example_names_coco_classes(monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,29 @@ def test_check_default_pipeline(cli) -> None:  # type: ignore[no-untyped-def]
     assert proc.returncode == 0, proc.stderr
     assert "pipeline.yaml: OK" in proc.stdout
     assert "synth-a" in proc.stdout
+    assert "  sink redis (redis): redis://127.0.0.1:6379/0, streams streamseg:*" in proc.stdout
+
+
+def test_check_lists_every_sink(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "sinks.yaml"
+    path.write_text(
+        "cameras:\n  - id: a\n    url: synthetic://?seed=1\n"
+        "redis:\n  url: redis://:hunter2@r1:6379/0\n"
+        "sinks:\n"
+        "  - {type: redis, name: central, url: 'rediss://c:6380/0', stream_prefix: site7}\n"
+        "  - {type: mqtt, name: ha, url: 'mqtt://broker:1883', password: hunter3,\n"
+        "     snapshots: {enabled: true}}\n"
+    )
+    proc = cli("check", str(path), "--no-model")
+    assert proc.returncode == 0, proc.stderr
+    sinks = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("sink ")]
+    assert sinks == [
+        "sink redis (redis): redis://:***@r1:6379/0, streams streamseg:*",
+        "sink central (redis): rediss://c:6380/0, streams site7:*",
+        "sink ha (mqtt): mqtt://broker:1883, topics streamseg/<camera>/detections, "
+        "streamseg/alerts (retained: available, <camera>/state, <camera>/snapshot)",
+    ], proc.stdout
+    assert "hunter2" not in proc.stdout and "hunter3" not in proc.stdout
 
 
 def test_check_lists_errors_and_hides_secrets(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -61,8 +61,8 @@ def test_zones_lines_and_counts_are_drawn() -> None:
     )
     info = OverlayInfo(alerts=alerts, counts={"dock": 2, "door": (3, 1)})
     out = draw_overlay(image, Instances.empty((120, 160)), info)
-    assert colour_pixels(out, (255, 210, 0))[10, 50]  # the zone's top edge
-    assert colour_pixels(out, (0, 230, 255))[60, 144]  # the line at x = 0.9 * 160
+    assert colour_pixels(out, (255, 210, 0))[90, 100]  # the zone's right edge
+    assert colour_pixels(out, (0, 230, 255))[100, 144]  # the line at x = 0.9 * 160
     jpeg = encode_jpeg(out, quality=80)
     assert Image.open(io.BytesIO(jpeg)).size == (160, 120)
 

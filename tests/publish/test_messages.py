@@ -175,3 +175,52 @@ def test_detections_from_crops_are_the_frame_masks_message() -> None:
     assert [i["mask"]["counts"] for i in got["instances"]] == [
         i["mask"]["counts"] for i in want["instances"]
     ]
+
+
+def test_numbers_are_rounded_the_same_in_every_message_kind() -> None:
+    """The alert of an instance shows its box and score as its detections message does."""
+    raw_box = (139.04843139648438, 2.123456789, 55.555555, 6.0000001)
+    raw_score = 0.123456789
+    frame = Frame(
+        "gate", 7, 0.123456789, 1_700_000_000.123456789, torch.zeros((1, 1, 3), dtype=torch.uint8)
+    )
+    inst = Instances(
+        image_size=(200, 200),
+        boxes=torch.tensor([raw_box], dtype=torch.float64),
+        scores=torch.tensor([raw_score], dtype=torch.float64),
+        labels=torch.tensor([1]),
+        track_ids=torch.tensor([3]),
+    )
+    det = detections_message(
+        FrameResult(frame.without_image(), inst),
+        arch="a",
+        class_names=CLASS_NAMES,
+        published_time=1_700_000_001.987654321,
+    )
+    event = Event(
+        rule="dwell", kind="dwell", camera_id="gate", time=frame.capture_time, frame_seq=7,
+        track_id=3, pts=frame.pts, box=raw_box, score=raw_score,
+        extra={"dwell_seconds": 2.123456, "since": 1_699_999_998.123456789, "ids": [1, 2]},
+    )  # fmt: skip
+    alert = alert_message(event)
+    assert alert["box"] == det["instances"][0]["box"] == [139.05, 2.12, 55.56, 6.0]
+    assert alert["score"] == det["instances"][0]["score"] == 0.12346
+    assert alert["time"] == det["capture_time"] == 1_700_000_000.123457
+    assert alert["pts"] == det["pts"] == 0.123457
+    assert det["published_time"] == 1_700_000_001.987654
+    assert alert["extra"] == {"dwell_seconds": 2.123, "since": 1_699_999_998.123457, "ids": [1, 2]}
+    # No number of either message has more decimals than its rule allows.
+    text = (dumps(det) + dumps(alert)).decode()
+    assert "139.048" not in text and "0.1234567" not in text
+
+
+def test_alert_kind_is_an_enum_of_the_rules_registry() -> None:
+    from streamseg.config.alerts import ALERT_KINDS
+
+    schema = load_schema("alert")
+    assert schema["properties"]["kind"]["enum"] == list(ALERT_KINDS)
+    assert "crowding_end" in ALERT_KINDS
+    ok = alert_message(Event(rule="r", kind="crowding_end", camera_id="c", time=1.0, frame_seq=1))
+    jsonschema.validate(ok, schema)
+    with pytest.raises(jsonschema.ValidationError, match="teleported"):
+        jsonschema.validate({**ok, "kind": "teleported"}, schema)

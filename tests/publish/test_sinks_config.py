@@ -81,3 +81,15 @@ def test_the_registry_is_the_only_list() -> None:
     from streamseg.publish.redis_streams import RedisStreamsSink
 
     assert issubclass(RedisStreamsSink, BufferedSink) and RedisStreamsSink.type == "redis"
+
+
+@pytest.mark.parametrize("off", ["console", "snapshots", "enabled"])
+def test_mqtt_snapshots_need_the_consoles_snapshots(tmp_path: Path, off: str) -> None:
+    entry = "  - type: mqtt\n    name: ha\n    snapshots: {enabled: true, max_kb: 64}\n"
+    config = load(tmp_path, "sinks:\n" + entry)  # the console keeps snapshots by default
+    assert config.sinks[0].snapshots.max_kb == 64  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, "sinks:\n" + entry + f"http:\n  {off}: false\n")
+    (issue,) = info.value.issues
+    assert issue.path == "sinks[0].snapshots.enabled" and issue.line == 7, info.value.format()
+    assert f"http.{off} is false" in issue.message and "snapshots.enabled: false" in str(issue.hint)

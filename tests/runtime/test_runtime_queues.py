@@ -129,3 +129,31 @@ def test_stage_queue_end_marker() -> None:
     assert items == [0, 1] and not end
     items, end = q.get_many(10, 0.1)
     assert items == [2] and end
+
+
+def test_a_removed_camera_leaves_and_the_last_one_removed_does_not_end_the_stream() -> None:
+    q = CameraQueues()
+    q.add_camera("a", live=True, capacity=2)
+    q.add_camera("b", live=True, capacity=2)
+    q.put(frame("b", 0))
+    q.close_camera("b")
+    assert not q.remove_camera("b")  # a frame still waits: it goes through first
+    assert [f.seq for f in q.take_batch(4, 0.0) or []] == [0]
+    assert q.remove_camera("b") and q.depths() == {"a": 0}  # gone from the depth gauge
+    q.close_camera("a")
+    assert q.remove_camera("a") and q.depths() == {}
+    # Every camera removed: the batcher waits for one added later, not the end of stream.
+    got: list[list[Frame] | None] = []
+    taker = threading.Thread(target=lambda: got.append(q.take_batch(1, 0.0)))
+    taker.start()
+    taker.join(0.3)
+    assert taker.is_alive() and not got
+    q.add_camera("a", live=True, capacity=2)  # the same id, added again
+    q.put(frame("a", 7))
+    taker.join(5)
+    assert got and [f.seq for f in got[0] or []] == [7]
+    # end(): a stopping pipeline with no camera left ends.
+    q.close_camera("a")
+    q.remove_camera("a")
+    q.end()
+    assert q.take_batch(1, 0.0) is None

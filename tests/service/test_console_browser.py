@@ -101,6 +101,38 @@ def check_overlay_on_masks(driver: Any, redis_server: RedisServer) -> None:
     assert checked, "no tracked instance was drawn in five frames"
 
 
+def check_events_panel(driver: Any, item: str) -> None:
+    """The events panel is readable: the list wide, the snapshot beside it (not under
+    it), one column per field; the filter's choices are the cameras and the kinds."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from streamseg.config.alerts import ALERT_KINDS
+
+    listing = driver.find_element(By.ID, "event-list")
+    snap = driver.find_element(By.ID, "event-snapshot")
+    assert listing.size["width"] >= 500, listing.size
+    assert snap.location["x"] >= listing.location["x"] + listing.size["width"]
+    assert snap.location["y"] < listing.location["y"] + listing.size["height"]
+    cells = driver.find_elements(By.CSS_SELECTOR, item)[0].find_elements(By.TAG_NAME, "span")
+    assert [c.get_attribute("class") for c in cells] == [
+        "time", "camera", "rule", "kind", "what", "where",
+    ]  # fmt: skip
+    kind = Select(driver.find_element(By.CSS_SELECTOR, '#event-filter select[name="kind"]'))
+    camera = Select(driver.find_element(By.CSS_SELECTOR, '#event-filter select[name="camera"]'))
+    assert [o.get_attribute("value") for o in kind.options] == ["", *ALERT_KINDS]
+    assert [o.get_attribute("value") for o in camera.options] == ["", "a", "b"]
+    kind.select_by_value("crowding_end")  # no rule of that kind: nothing listed
+    poll(lambda: not driver.find_elements(By.CSS_SELECTOR, item), 5, "the filtered list")
+    kind.select_by_value("enter")
+    camera.select_by_value("a")
+    poll(lambda: driver.find_elements(By.CSS_SELECTOR, item), 5, "the event back")
+    listed = driver.find_elements(By.CSS_SELECTOR, "#event-list li")
+    assert {li.get_attribute("data-kind") for li in listed} == {"enter"}
+    kind.select_by_value("")
+    camera.select_by_value("")
+
+
 def test_live_grid_and_drawing_a_zone_in_the_page(
     serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -191,6 +223,7 @@ def test_live_grid_and_drawing_a_zone_in_the_page(
         assert why["rule"]["zone"] == "drawn" and why["zone"] == "drawn"
         assert not driver.find_element(By.ID, "event-clip").is_displayed()  # record.clips off
         screenshot(driver, "event-snapshot")
+        check_events_panel(driver, item)
 
         # Health: both cameras with their fps charts, the sinks and the model.
         spark = '#health-rows tr[data-camera="{}"] polyline'

@@ -21,7 +21,7 @@ import yaml
 
 from streamseg.runtime.hotswap import request_swap
 from tests.support.console import TOKEN, call, console_pipeline, fields
-from tests.support.serve import REPO, ServeProcess, detections, summary
+from tests.support.serve import REPO, ServeProcess
 from tests.support.servers import RedisServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -144,7 +144,9 @@ def test_console_live_view_token_and_live_rule_changes(
     # and that file is there a moment later.
     published = [a for a in alerts() if a["rule"] == "in-all"]
     jsonschema.validate(published[0], json.loads(ALERT_SCHEMA.read_text()))
-    files = [Path(a["snapshot"]) for a in published]
+    # (null where 32 snapshots already waited to be written: a loaded machine)
+    files = [Path(a["snapshot"]) for a in published if a["snapshot"] is not None]
+    assert files, published
     assert all(f.is_absolute() and f.suffix == ".jpg" for f in files), files
     assert ev["snapshot_path"] in {str(f) for f in files}
     proc.wait_for(lambda: files[0].is_file(), 5, f"the snapshot file {files[0]}")
@@ -185,57 +187,6 @@ def test_console_live_view_token_and_live_rule_changes(
     assert TOKEN not in json.dumps(call(port, "GET", "/api/cameras")[1])
     assert TOKEN not in proc.log
     assert proc.terminate() == 0, proc.tail()
-
-
-def test_cameras_added_changed_and_removed_while_serving(
-    serve: Callable[..., ServeProcess], redis_server: RedisServer, tmp_path: Path
-) -> None:
-    proc, port, path = _serving(serve, redis_server, tmp_path)
-    client = redis_server.client()
-
-    def seqs(cam: str) -> list[int]:
-        return [m["seq"] for m in detections(client, cam)]
-
-    new = {"id": "c", "url": "synthetic://?seed=3&width=160&height=120&fps=5&objects=2"}
-    original = path.read_text()
-    # Refused: no token, a duplicate id, a bad URL, an unknown camera; nothing changes.
-    assert call(port, "POST", "/api/cameras", new)[0] == 401
-    code, reply = call(port, "POST", "/api/cameras", {**new, "id": "a"}, token=TOKEN)
-    assert code == 409 and fields(reply) == ["cameras.a"]
-    code, reply = call(port, "POST", "/api/cameras", {"id": "c", "url": "gopher://x"}, token=TOKEN)
-    assert code == 422 and any(f.startswith("cameras[2].url") for f in fields(reply)), reply
-    code, reply = call(port, "POST", "/api/cameras", {"id": "c", "fps": "x"}, token=TOKEN)
-    assert code == 422 and "cameras[2].url" in fields(reply), reply
-    assert call(port, "DELETE", "/api/cameras/zz", token=TOKEN)[0] == 404
-    assert path.read_text() == original
-    assert set(call(port, "GET", "/api/cameras")[1]["cameras"]) == {"a", "b"}
-
-    # Add c: it streams and publishes; a and b go on.
-    code, cam = call(port, "POST", "/api/cameras", new, token=TOKEN)
-    assert code == 201 and cam["id"] == "c"
-    proc.wait_for(lambda: proc.camera("c").get("state") == "streaming", 30, "c streams")
-    proc.wait_for(lambda: len(seqs("c")) >= 3, 30, "c publishes")
-    assert [c["id"] for c in yaml.safe_load(path.read_text())["cameras"]] == ["a", "b", "c"]
-
-    # Change c (max_fps): it restarts alone.
-    code, cam = call(port, "PUT", "/api/cameras/c", {**new, "max_fps": 2}, token=TOKEN)
-    assert code == 200 and cam["max_fps"] == 2, cam
-    proc.wait_for(lambda: proc.camera("c").get("state") == "streaming", 30, "c streams again")
-
-    # Remove b (and its alerts section): it stops; a and c lose nothing.
-    code, _ = call(port, "DELETE", "/api/cameras/b", token=TOKEN)
-    assert code == 200
-    saved = yaml.safe_load(path.read_text())
-    assert [c["id"] for c in saved["cameras"]] == ["a", "c"]
-    assert "b" not in saved["alerts"]["cameras"]
-    assert set(call(port, "GET", "/api/cameras")[1]["cameras"]) == {"a", "c"}
-    n_b, n_a = len(seqs("b")), len(seqs("a"))
-    proc.wait_for(lambda: len(seqs("a")) >= n_a + 10, 30, "a goes on")
-    assert len(seqs("b")) <= n_b + 4  # at most what was in flight
-    a = seqs("a")
-    assert a == list(range(a[0], a[0] + len(a))), "camera a lost frames"
-    assert proc.terminate() == 0, proc.tail()
-    assert summary(proc.log, "a")["dropped"] == 0
 
 
 @pytest.mark.parametrize("token", [TOKEN, None])

@@ -15,7 +15,8 @@ from tests.support.servers import RedisServer
 pytestmark = pytest.mark.slow
 
 CAMERA = r"(?P<cam>[\w-]+) (?P<fps>\d+\.\d) fps drop (?P<drop>\d+)(?: \[(?P<state>\w+)\])?"
-LATENCY = r"latency (?:-|p50 (?P<p50>\d+) ms p99 (?P<p99>\d+) ms)"
+PROCESSING = r"processing (?:-|p50 (?P<p50>\d+) ms p99 (?P<p99>\d+) ms)"
+DELIVERY = r"delivery (?:-|p50 (?P<p50>\d+) ms p99 (?P<p99>\d+) ms)"
 
 
 def synthetic(cam: str, seed: int, fps: int) -> dict[str, str]:
@@ -24,27 +25,35 @@ def synthetic(cam: str, seed: int, fps: int) -> dict[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class Status:
-    """One parsed status line: ``{camera: (fps, drop, state)}``, latency (ms), Redis."""
+    """One parsed status line: ``{camera: (fps, drop, state)}``, processing latency and
+    delivery delay (p50, p99 ms), Redis."""
 
     cameras: dict[str, tuple[float, int, str | None]]
     p50: int | None
     p99: int | None
+    delivery: tuple[int | None, int | None]
     redis: str
 
 
 def parse_status(line: str) -> Status:
-    *cams, latency, redis = line.split(" | ")
+    *cams, processing, delivery, redis = line.split(" | ")
     parsed = {}
     for part in cams:
         m = re.fullmatch(CAMERA, part)
         assert m is not None, f"bad camera part {part!r} in {line!r}"
         parsed[m["cam"]] = (float(m["fps"]), int(m["drop"]), m["state"])
-    lat = re.fullmatch(LATENCY, latency)
-    assert lat is not None, f"bad latency part {latency!r} in {line!r}"
+    lat = re.fullmatch(PROCESSING, processing)
+    assert lat is not None, f"bad processing part {processing!r} in {line!r}"
+    delay = re.fullmatch(DELIVERY, delivery)
+    assert delay is not None, f"bad delivery part {delivery!r} in {line!r}"
     assert redis == "redis ok" or redis.startswith("redis DOWN"), line
-    p50 = None if lat["p50"] is None else int(lat["p50"])
-    p99 = None if lat["p99"] is None else int(lat["p99"])
-    return Status(parsed, p50, p99, redis)
+
+    def ms(m: re.Match[str], key: str) -> int | None:
+        return None if m[key] is None else int(m[key])
+
+    return Status(
+        parsed, ms(lat, "p50"), ms(lat, "p99"), (ms(delay, "p50"), ms(delay, "p99")), redis
+    )
 
 
 def status_lines(proc: ServeProcess) -> list[str]:
@@ -71,6 +80,8 @@ def test_status_lines_when_not_a_terminal(
     assert all(set(p.cameras) == {"north", "south"} for p in parsed)
     measured = [p for p in parsed if p.p50 is not None and p.p99 is not None]
     assert measured and all(p.p50 <= p.p99 for p in measured)  # type: ignore[operator]
+    delays = [p.delivery for p in parsed if p.delivery[0] is not None]
+    assert delays and all(a <= b for a, b in delays)  # type: ignore[operator]
     for cam, fps in (("north", 10), ("south", 5)):
         rates = [p.cameras[cam][0] for p in parsed]
         drops = [p.cameras[cam][1] for p in parsed]
@@ -106,7 +117,7 @@ def test_status_line_redrawn_on_a_terminal(
     assert all("\n" not in d for d in drawn)  # redrawn in place, never scrolled
     assert all(len(d) <= columns - 1 for d in drawn)  # cut to the terminal's width
     assert max(len(d) for d in drawn) == columns - 1  # the full line is longer
-    assert all(re.match(CAMERA + r" \| latency", d) for d in drawn), drawn
+    assert all(re.match(CAMERA + r" \| processing", d) for d in drawn), drawn
     assert "status: " not in out  # on a terminal the line is drawn, not logged
     # Log records clear the line first, so they never start in the middle of it.
     records = [line for line in out.split("\n") if " INFO " in line]

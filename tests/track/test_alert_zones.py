@@ -348,3 +348,19 @@ def test_rules_sharing_a_zone_state_fire_as_each_alone() -> None:
     shared = driver.stage.cameras["cam"].rules
     assert shared is not None
     assert len({id(getattr(r, "state")) for r in shared.rules}) == 3  # noqa: B009
+
+
+def test_a_removed_camera_is_forgotten_by_the_gauges_and_the_tracker() -> None:
+    d = zone_driver({"type": "zone"})
+    d.step([box_at(100, 50)], ids=[1])
+    d.step([box_at(100, 50)], ids=[1], camera="other")
+    assert {o[1]["camera"] for o in d.stage.track_observations()} == {"cam", "other"}
+    d.stage.forget_camera("cam")
+    # At once: the gauges leave it out (the track thread may be idle).
+    assert [o for o in d.stage.occupancy_observations() if o[1]["camera"] == "cam"] == []
+    assert {o[1]["camera"] for o in d.stage.track_observations()} == {"other"}
+    d.step([box_at(100, 50)], ids=[1], camera="other")  # the next frame drops its state
+    assert set(d.stage.cameras) == {"other"} and d.stage.counts("cam") == {}
+    # Added again under the same id, it starts afresh: its track enters again.
+    events = d.step([box_at(100, 50)], ids=[1])
+    assert kinds(events) == [("enter", 1)]

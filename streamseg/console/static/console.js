@@ -55,6 +55,18 @@ async function refresh() {
   for (const [id, el] of tiles) {
     if (!data.cameras[id]) { el.remove(); tiles.delete(id); }
   }
+  fillChoices("camera", Object.keys(data.cameras));
+  fillChoices("kind", data.alert_kinds || []);
+}
+
+// The events filter's choices: the cameras served now, the alert kinds there are.
+function fillChoices(name, values) {
+  const select = document.querySelector(`#event-filter select[name="${name}"]`);
+  const have = Array.from(select.options).slice(1).map(o => o.value);
+  if (have.join("\n") === values.join("\n")) return;
+  const chosen = select.value;
+  select.replaceChildren(new Option("all", ""), ...values.map(v => new Option(v, v)));
+  select.value = values.includes(chosen) ? chosen : "";
 }
 
 const editor = {
@@ -145,6 +157,8 @@ async function refreshEvents() {
   if (form.get("window")) q.set("since", String(Date.now() / 1000 - Number(form.get("window"))));
   const { status, data } = await api("GET", `/api/events?${q}`);
   if (status !== 200) return;
+  document.getElementById("event-count").textContent =
+    `${data.events.length}${data.events.length >= 100 ? "+" : ""} shown`;
   const list = document.getElementById("event-list");
   const ids = new Set(data.events.map(e => e.id));
   for (const [id, li] of shown) if (!ids.has(id)) { li.remove(); shown.delete(id); }
@@ -157,10 +171,19 @@ async function refreshEvents() {
     const li = document.createElement("li");
     li.dataset.event = e.id;
     li.dataset.rule = e.rule;
-    const when = new Date(e.time * 1000).toLocaleTimeString();
-    const where = e.zone ? ` zone ${e.zone}` : e.line ? ` line ${e.line}` : "";
-    li.textContent = `${when} ${e.camera_id} ${e.rule}: ${e.kind} ${e.label_name || ""}` +
-      `${e.track_id != null ? ` #${e.track_id}` : ""}${where}`;
+    li.dataset.kind = e.kind;
+    const what = `${e.label_name || ""}${e.track_id != null ? ` #${e.track_id}` : ""}` +
+      `${e.count != null ? ` (${e.count})` : ""}`;
+    const cells = [
+      ["time", new Date(e.time * 1000).toLocaleTimeString()], ["camera", e.camera_id],
+      ["rule", e.rule], ["kind", e.kind], ["what", what],
+      ["where", e.zone ? `zone ${e.zone}` : e.line ? `line ${e.line}` : ""],
+    ];
+    for (const [cls, text] of cells) {
+      const span = document.createElement("span");
+      span.className = cls; span.textContent = text; span.title = text;
+      li.appendChild(span);
+    }
     li.addEventListener("click", () => openEvent(e, li));
     list.insertBefore(li, before);
     shown.set(e.id, li);

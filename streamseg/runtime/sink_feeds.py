@@ -1,0 +1,47 @@
+"""What some sinks take besides the pipeline's messages, connected once the pipeline exists.
+
+* Camera health, for sinks that keep a state per camera (MQTT's retained
+  ``<prefix>/<camera>/state``): ``sink.attach_health(health)``, where
+  ``health()`` is ``{camera: details}`` of the cameras served now, as
+  ``/readyz`` shows them (a camera removed while running drops out of it).
+* Alert snapshots, for sinks that accept ``snapshot`` messages (MQTT's
+  ``<prefix>/<camera>/snapshot``): each JPEG the console's event log writes
+  is handed to them as it is written (from the log's writer thread).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streamseg.publish.sink import Message
+
+if TYPE_CHECKING:
+    from streamseg.runtime.pipeline import Pipeline
+    from streamseg.runtime.service import Service
+
+__all__ = ["feed_sinks"]
+
+
+def feed_sinks(service: Service, pipeline: Pipeline) -> None:
+    """Give the sinks of ``pipeline`` the camera health and alert snapshots they take."""
+
+    def health() -> dict[str, dict[str, Any]]:
+        return {cid: details for cid, (_s, _r, details) in pipeline.camera_states().items()}
+
+    for sink in pipeline.sinks:
+        attach = getattr(sink, "attach_health", None)
+        if attach is not None:
+            attach(health, count_untracked=not service.config.tracking.enabled)
+    takers = [s for s in pipeline.sinks if _accepts(s, "snapshot")]
+    if takers and service.events is not None:
+
+        def on_snapshot(camera_id: str, jpeg: bytes) -> None:
+            for sink in takers:
+                sink.submit([Message("snapshot", camera_id, jpeg)])
+
+        service.events.on_snapshot = on_snapshot
+
+
+def _accepts(sink: Any, kind: str) -> bool:
+    accepts = getattr(sink, "accepts", None)
+    return bool(accepts(kind)) if accepts is not None else False
