@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -101,6 +102,19 @@ class Regions:
         """
         s = int(stride)
         return self.label_map[s // 2 :: s, s // 2 :: s].to("cpu", torch.int64)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The regions as numpy arrays (CPU), for another process; see :meth:`from_arrays`."""
+        return {
+            "label_map": self.label_map.cpu().numpy(),
+            "labels": self.labels.numpy(),
+            "areas": self.areas.numpy(),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Regions:
+        """The regions :meth:`arrays` gave (no copy)."""
+        return cls(**{k: torch.from_numpy(v) for k, v in arrays.items()})
 
     def to(self, device: Any) -> Regions:
         if torch.device(device) == self.device:

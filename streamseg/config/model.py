@@ -14,7 +14,14 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.config.choices import check_choice, literal_of
-from streamseg.models import ARCHITECTURES, PRECISIONS, arch_family, class_options
+from streamseg.models import (
+    ARCHITECTURES,
+    PRECISIONS,
+    TASKS,
+    arch_family,
+    class_options,
+    task_problem,
+)
 from streamseg.segment.backends import BACKENDS
 
 if TYPE_CHECKING:
@@ -27,6 +34,7 @@ __all__ = [
     "ModelConfig",
     "ModelSource",
     "PrecisionName",
+    "TaskName",
     "arch_family",
     "class_options",
 ]
@@ -36,10 +44,12 @@ if TYPE_CHECKING:
     ArchName = str
     PrecisionName = str
     BackendName = str
+    TaskName = str
 else:
     ArchName = literal_of(ARCHITECTURES)
     PrecisionName = literal_of(PRECISIONS)
     BackendName = literal_of(BACKENDS)
+    TaskName = literal_of(TASKS)
 
 
 class ModelSource(StrictModel):
@@ -91,6 +101,10 @@ class ModelConfig(ModelSource):
     ``watch_weights``: so does a change of the ``weights`` file.
     ``backend: aot`` runs the package in ``aot_package``
     (written by ``streamseg export`` for this arch, batch size and frame size).
+    ``task`` (Mask2Former): ``instance``, ``semantic`` or ``panoptic``; unset:
+    the weights' own task (a catalogue entry's or a checkpoint's), else
+    ``instance``. ``stuff_classes``: panoptic, the class names that come out
+    as regions rather than instances (default: the weights').
     """
 
     missing_weights: Literal["error", "random"] = "error"
@@ -124,18 +138,25 @@ class ModelConfig(ModelSource):
     detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
     min_size: int | None = Field(default=None, ge=16, le=4096)
     max_size: int | None = Field(default=None, ge=16, le=8192)
+    task: TaskName | None = Field(
+        default=None, description="instance, semantic or panoptic (Mask2Former)"
+    )
+    stuff_classes: list[str] | None = Field(
+        default=None, description="panoptic: class names published as regions, not instances"
+    )
 
     @field_validator("swap_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("precision", "backend", mode="before")
+    @field_validator("precision", "backend", "task", mode="before")
     @classmethod
     def _registered(cls, value: Any, info: Any) -> Any:
         names: dict[str, tuple[str, ...]] = {
             "precision": tuple(PRECISIONS),
             "backend": tuple(BACKENDS),
+            "task": tuple(TASKS),
         }
         return check_choice(info.field_name, value, names[info.field_name])
 
@@ -159,6 +180,7 @@ class ModelConfig(ModelSource):
                 )
         if self.min_size and self.max_size and self.max_size < self.min_size:
             raise ValueError("max_size must be >= min_size")
+        self._check_task()
         backend = BACKENDS[self.backend]
         if backend.needs_cuda and not self.device.startswith("cuda"):
             raise ValueError(f"backend {self.backend!r} needs device 'cuda'")
@@ -168,6 +190,23 @@ class ModelConfig(ModelSource):
                 "`streamseg export --arch A --weights W --size HxW --batch N --out F.pt2`"
             )
         return self
+
+    def _check_task(self) -> None:
+        problem = task_problem(self.arch, self.task) if self.task is not None else None
+        if problem is not None:
+            raise ValueError(f"task: {problem}")
+        if self.stuff_classes is not None:
+            if self.task not in (None, "panoptic"):
+                raise ValueError(
+                    f"stuff_classes applies to task: panoptic only (task is {self.task!r})"
+                )
+            names = self.class_names[1:] if self.class_names is not None else None
+            unknown = [c for c in self.stuff_classes if names is not None and c not in names]
+            if unknown:
+                raise ValueError(
+                    f"stuff_classes: {unknown[0]!r} is not in class_names "
+                    f"({', '.join(names or [])})"
+                )
 
     def segmenter_options(self, weights: str | None) -> dict[str, Any]:
         """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out.
@@ -195,9 +234,22 @@ class ModelConfig(ModelSource):
             if value is not None:
                 opts[name] = value
         classes = class_options(self.arch, self.class_names, self.num_classes)
-        entry = self.catalogue_entry() if not classes else None
-        names = entry.class_names() if entry is not None else None
+        entry = self.catalogue_entry()
+        names = entry.class_names() if entry is not None and not classes else None
         opts.update(classes or (class_options(self.arch, names) if names else {}))
+        opts.update(self._task_options(entry))
         if BACKENDS[self.backend].needs_package:
             opts["aot_package"] = self.aot_package
         return opts
+
+    def _task_options(self, entry: WeightsEntry | None) -> dict[str, Any]:
+        """``task`` / ``stuff_classes`` build options: this section's, else a
+        catalogue entry's (a checkpoint's own come from its meta when unset)."""
+        task = self.task or (entry.task if entry is not None else None)
+        out: dict[str, Any] = {} if task is None else {"task": task}
+        stuff = self.stuff_classes
+        if stuff is None and entry is not None and task == "panoptic":
+            stuff = list(entry.stuff_classes())
+        if stuff is not None:
+            out["stuff_classes"] = tuple(stuff)
+        return out

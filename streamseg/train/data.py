@@ -383,7 +383,7 @@ class SyntheticDataset:
     def ground_truth(self, index: int) -> GroundTruth:
         sample = self[index]
         stuff = self.stuff_labels()
-        anns = []
+        anns: list[dict[str, Any]] = []
         segments = torch.zeros((*sample.size, 2), dtype=torch.int64) if stuff else None
         rows = zip(sample.boxes, sample.labels, sample.masks, strict=True)
         for box, label, mask in rows:
