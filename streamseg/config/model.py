@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.config.choices import check_choice, literal_of
@@ -160,6 +160,27 @@ class ModelConfig(ModelSource):
         }
         return check_choice(info.field_name, value, names[info.field_name])
 
+    @field_validator("task")
+    @classmethod
+    def _task_runs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        arch = info.data.get("arch")
+        problem = task_problem(arch, value) if value is not None and arch else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("stuff_classes")
+    @classmethod
+    def _stuff_known(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        task = info.data.get("task")
+        if value is not None and task not in (None, "panoptic"):
+            raise ValueError(f"stuff_classes applies to task: panoptic only (task is {task!r})")
+        names = info.data.get("class_names")
+        unknown = [c for c in value or () if names is not None and c not in names[1:]]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not in class_names ({', '.join(names[1:])})")
+        return value
+
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
@@ -180,7 +201,6 @@ class ModelConfig(ModelSource):
                 )
         if self.min_size and self.max_size and self.max_size < self.min_size:
             raise ValueError("max_size must be >= min_size")
-        self._check_task()
         backend = BACKENDS[self.backend]
         if backend.needs_cuda and not self.device.startswith("cuda"):
             raise ValueError(f"backend {self.backend!r} needs device 'cuda'")
@@ -190,23 +210,6 @@ class ModelConfig(ModelSource):
                 "`streamseg export --arch A --weights W --size HxW --batch N --out F.pt2`"
             )
         return self
-
-    def _check_task(self) -> None:
-        problem = task_problem(self.arch, self.task) if self.task is not None else None
-        if problem is not None:
-            raise ValueError(f"task: {problem}")
-        if self.stuff_classes is not None:
-            if self.task not in (None, "panoptic"):
-                raise ValueError(
-                    f"stuff_classes applies to task: panoptic only (task is {self.task!r})"
-                )
-            names = self.class_names[1:] if self.class_names is not None else None
-            unknown = [c for c in self.stuff_classes if names is not None and c not in names]
-            if unknown:
-                raise ValueError(
-                    f"stuff_classes: {unknown[0]!r} is not in class_names "
-                    f"({', '.join(names or [])})"
-                )
 
     def segmenter_options(self, weights: str | None) -> dict[str, Any]:
         """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out.

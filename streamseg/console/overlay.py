@@ -4,7 +4,9 @@
 returns a new RGB image with, per instance, the mask filled and outlined in
 its track's colour, the box, ``label #id score`` and a short trail of past
 positions; the camera's zones and lines with their counts; and a status
-line (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+line (camera state, fps). Under the instances, the class regions of
+semantic and panoptic models, with their legend (``regions_layer.py``).
+``encode_jpeg`` makes the JPEG the console sends.
 
 Colour rule (tests rely on it): a track's exact colour (``track_color``) is
 used only for the mask's outline, which lies inside the mask; boxes,
@@ -33,7 +35,8 @@ import torch
 from PIL import Image, ImageDraw, ImageFont
 
 from streamseg.config.alerts import CameraAlerts
-from streamseg.types import Instances, MaskCrops
+from streamseg.console.regions_layer import draw_legend, paint_regions
+from streamseg.types import Instances, MaskCrops, Regions
 
 __all__ = [
     "OverlayInfo",
@@ -97,6 +100,7 @@ def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> 
     masks ``bool (N, H, W)``); ``track_ids`` may be ``None`` (untracked).
     """
     out = image.copy()
+    paint_regions(out, instances.regions)  # under the instances
     ids = _track_ids(instances)
     colors = [track_color(t) for t in ids]
     masks = instances.masks
@@ -127,6 +131,7 @@ def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> 
         _label(draw, font, (x1, y1), text, dark, above=True)
     if info.status:
         _label(draw, font, (2, 2), info.status, (0, 0, 0))
+    draw_legend(draw, font, instances.regions, info.class_names)
     return np.asarray(pil)
 
 
@@ -186,6 +191,9 @@ def scale_down(
     masks = instances.frame_masks()
     if masks is not None:
         masks = masks[:, ::k, ::k][:, :h, :w]
+    regions = instances.regions
+    if regions is not None:
+        regions = Regions.from_label_map(regions.label_map[::k, ::k][:h, :w])
     reduced = Instances(
         image_size=(h, w),
         boxes=instances.boxes / k,
@@ -193,6 +201,7 @@ def scale_down(
         labels=instances.labels,
         masks=masks,
         track_ids=instances.track_ids,
+        regions=regions,
     )
     trails = {t: [(x / k, y / k) for x, y in pts] for t, pts in info.trails.items()}
     return small, reduced, dataclasses.replace(info, trails=trails, scale=info.scale * k)
