@@ -7,7 +7,8 @@
 # 1. GPU tests: the Triton kernels compiled for real against the C++ kernels
 #    and the reference (tests/ops/test_ops_triton.py, the same cases CI runs in
 #    Triton's interpreter), every test marked `gpu` (tests/gpu: DALI NVDEC
-#    H.264 vs PyAV, bf16/fp16 vs fp32 on cuda, cuda vs cpu, TF32 error), and
+#    H.264 vs PyAV, bf16/fp16 vs fp32 on cuda, cuda vs cpu, TF32 error,
+#    Mask2Former's panoptic and semantic post-processing on cuda vs cpu), and
 #    the tests that add CUDA cases when a GPU is present (preprocess on cuda,
 #    TF32 flags).
 # 2. `streamseg bench ops --device cuda` (our kernels vs the reference, and

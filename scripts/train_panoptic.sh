@@ -25,7 +25,7 @@ $PY -m streamseg train configs/panoptic_tiny.yaml --threads "$THREADS" "${resume
 mkdir -p models
 cp "$RUN/best.pth" models/panoptic_tiny.pth
 $PY -m streamseg eval --weights models/panoptic_tiny.pth --batch-size 4 \
-    --data "synthetic://?seed=3001&width=128&height=96&objects=3&stuff=1&frames=40&stride=5" \
-    --data "synthetic://?seed=3002&width=128&height=96&objects=4&stuff=1&frames=40&stride=5" \
-    --data "synthetic://?seed=3003&width=128&height=96&objects=5&stuff=1&frames=40&stride=5" \
+    --data "synthetic://?seed=3001&width=256&height=192&objects=3&stuff=1&frames=40&stride=5" \
+    --data "synthetic://?seed=3002&width=256&height=192&objects=4&stuff=1&frames=40&stride=5" \
+    --data "synthetic://?seed=3003&width=256&height=192&objects=5&stuff=1&frames=40&stride=5" \
     | tee models/panoptic_tiny.eval.json
