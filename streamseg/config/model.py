@@ -175,8 +175,8 @@ class ModelConfig(ModelSource):
         task = info.data.get("task")
         if value is not None and task not in (None, "panoptic"):
             raise ValueError(f"stuff_classes applies to task: panoptic only (task is {task!r})")
-        names = info.data.get("class_names")
-        unknown = [c for c in value or () if names is not None and c not in names[1:]]
+        names: list[str] = info.data.get("class_names") or []
+        unknown = [c for c in value or () if names and c not in names[1:]]
         if unknown:
             raise ValueError(f"{unknown[0]!r} is not in class_names ({', '.join(names[1:])})")
         return value

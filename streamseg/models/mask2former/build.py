@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ __all__ = [
     "mask2former_tiny",
     "read_hf_state_dict",
 ]
+
+log = logging.getLogger("streamseg.models")
 
 _OPTIONS = (
     "num_classes",
@@ -152,6 +155,11 @@ def _check_task(options: dict[str, Any], names: Sequence[str]) -> None:
         raise ValueError(
             f"stuff_classes: {unknown[0]!r} is not one of the model's classes "
             f"({', '.join(names[1:])})"
+        )
+    if task == "panoptic" and not stuff:
+        log.warning(
+            "Mask2Former task panoptic without stuff_classes: every class is a thing (no "
+            "regions); name the stuff classes (model.stuff_classes in pipeline.yaml)"
         )
     for key in ("object_mask_threshold", "overlap_threshold"):
         value = options.get(key, 0.8)
