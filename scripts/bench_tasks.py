@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instance vs panoptic (vs semantic) end to end, alternated: ``streamseg bench pipeline --task``.
 
-    .venv/bin/python scripts/bench_tasks.py [PIPELINE] [--rounds 3] [--tasks instance,panoptic]
+    .venv/bin/python scripts/bench_tasks.py [--pipeline P] [--rounds 3] [--tasks instance,panoptic]
 
 Runs ``streamseg bench pipeline PIPELINE --task T`` for each task in turn,
 ``--rounds`` times (so each pair shares the machine's state of the moment on
@@ -9,7 +9,7 @@ a busy machine), and prints one JSON object: every run's ``e2e_fps`` and
 ``model_fps``, their medians per task, and ``ratio_e2e``: each task's median
 end-to-end frames/s over the first task's. The pipeline defaults to
 configs/bench_panoptic.yaml (720p, mask2former_tiny trained for panoptic).
-Extra arguments after ``--`` go to ``bench pipeline`` (e.g. ``-- --frames 24``).
+Other arguments go to ``bench pipeline`` as they are (e.g. ``--frames 24 --repeat 1``).
 """
 
 from __future__ import annotations
@@ -34,13 +34,11 @@ def _bench(pipeline: str, task: str, extra: list[str]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pipeline", nargs="?", default="configs/bench_panoptic.yaml")
+    parser.add_argument("--pipeline", default="configs/bench_panoptic.yaml")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", default="instance,panoptic")
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- then bench pipeline options")
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()
     tasks = args.tasks.split(",")
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     runs: dict[str, list[dict]] = {t: [] for t in tasks}
     for _ in range(args.rounds):
         for task in tasks:

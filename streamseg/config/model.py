@@ -16,6 +16,7 @@ from streamseg.config.base import StrictModel
 from streamseg.config.choices import check_choice, literal_of
 from streamseg.models import (
     ARCHITECTURES,
+    FAMILIES,
     PRECISIONS,
     TASKS,
     arch_family,
@@ -249,6 +250,8 @@ class ModelConfig(ModelSource):
         """``task`` / ``stuff_classes`` build options: this section's, else a
         catalogue entry's (a checkpoint's own come from its meta when unset)."""
         task = self.task or (entry.task if entry is not None else None)
+        if FAMILIES[arch_family(self.arch)].tasks == ("instance",):
+            task = None  # a family with one task has no task option
         out: dict[str, Any] = {} if task is None else {"task": task}
         stuff = self.stuff_classes
         if stuff is None and entry is not None and task == "panoptic":
