@@ -14,7 +14,9 @@
 #                  C++ kernels and the reference (tests/ops/test_ops_triton.py,
 #                  the cases CI runs in Triton's interpreter), the tests marked
 #                  gpu (tests/gpu: bf16/fp16 vs fp32, cuda vs cpu, TF32 error,
-#                  DALI NVDEC when DALI is there), preprocess on cuda, TF32 flags
+#                  DALI NVDEC when DALI is there, Mask2Former's panoptic and
+#                  semantic post-processing on cuda vs cpu), preprocess on cuda,
+#                  TF32 flags
 #   parity         streamseg's R50-FPN vs torchvision's maskrcnn_resnet50_fpn,
 #                  same weights, same 1080p frames: fp32 with TF32 off must
 #                  give the same detections, bf16 must find what fp32 finds

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from streamseg.regions import Regions
+
 __all__ = [
     "Event",
     "Frame",
@@ -40,6 +42,7 @@ __all__ = [
     "FrameResult",
     "Instances",
     "MaskCrops",
+    "Regions",
     "Track",
     "TrackState",
     "frame_masks",
@@ -325,6 +328,9 @@ class Instances:
             frame-size form of either.
         track_ids: ``int64 (N,)`` track id per instance once tracked (``-1``
             for instances no track took), else ``None``.
+        regions: the frame's class regions (:class:`Regions`: semantic and
+            panoptic models' "stuff"), else ``None``. A frame-level field:
+            indexing keeps it whole.
 
     Supports ``len()``, indexing by an int, slice, index tensor or boolean
     mask (``inst[inst.scores > 0.5]``), and ``Instances.empty(size)``.
@@ -337,7 +343,7 @@ class Instances:
         0
     """
 
-    __slots__ = ("image_size", "boxes", "scores", "labels", "masks", "track_ids")
+    __slots__ = ("image_size", "boxes", "scores", "labels", "masks", "track_ids", "regions")
 
     def __init__(
         self,
@@ -348,6 +354,7 @@ class Instances:
         labels: Tensor,
         masks: Tensor | MaskCrops | None = None,
         track_ids: Tensor | None = None,
+        regions: Regions | None = None,
     ) -> None:
         self.image_size = (int(image_size[0]), int(image_size[1]))
         self.boxes = boxes
@@ -355,6 +362,7 @@ class Instances:
         self.labels = labels
         self.masks = masks
         self.track_ids = track_ids
+        self.regions = regions
         self._validate()
 
     def _validate(self) -> None:
@@ -376,6 +384,11 @@ class Instances:
                 raise ValueError(
                     f"Instances.masks must be ({n}, {h}, {w}), got {tuple(self.masks.shape)}"
                 )
+        if self.regions is not None and self.regions.image_size != self.image_size:
+            raise ValueError(
+                f"Instances.regions are {self.regions.image_size}, "
+                f"not the frame's {self.image_size}"
+            )
 
     @classmethod
     def empty(
@@ -405,6 +418,7 @@ class Instances:
             labels=self.labels[index],
             masks=None if self.masks is None else self.masks[index],
             track_ids=None if self.track_ids is None else self.track_ids[index],
+            regions=self.regions,
         )
 
     @property
@@ -427,7 +441,7 @@ class Instances:
 
     @staticmethod
     def cat(items: Sequence[Instances]) -> Instances:
-        """Concatenate instances of the same frame size."""
+        """Concatenate instances of the same frame size (``regions``: the first item's)."""
         if not items:
             raise ValueError("Instances.cat needs at least one item")
         size = items[0].image_size
@@ -453,6 +467,7 @@ class Instances:
             labels=torch.cat([i.labels for i in items]),
             masks=masks,
             track_ids=cat_opt("track_ids"),
+            regions=items[0].regions,
         )
 
     def frame_masks(self) -> Tensor | None:

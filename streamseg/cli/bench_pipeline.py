@@ -24,6 +24,9 @@ from memory. It prints ``e2e_fps``, ``cpu_ms_per_frame``,
 the model) and, for H.264, ``decode`` (one-thread PyAV decode frames/s per
 core). ``--host-cpu`` overrides ``runtime.host_cpu`` (``host_cpu`` in the
 JSON: the CPU the per-frame Python threads were pinned to, or ``null``).
+``--task`` overrides ``model.task`` (Mask2Former: ``instance``, ``semantic``,
+``panoptic``), so one pipeline compares the tasks' end-to-end costs
+(``scripts/bench_tasks.py`` alternates them).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.models import TASKS
 
 __all__ = ["add_arguments", "run"]
 
@@ -90,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CPU",
         help="override runtime.host_cpu: a CPU number, last, or none",
     )
+    parser.add_argument(
+        "--task", choices=tuple(TASKS), help="override model.task (Mask2Former architectures)"
+    )
     parser.add_argument("--log-level", default="WARNING")
     parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments or config"
 
@@ -111,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
     if args.host_cpu is not None:
         config = _with_host_cpu(config, args.host_cpu)
+    if args.task is not None:
+        config = _with_task(config, args.task)
     problem = config.runtime.host_cpu_problem()  # the file's or --host-cpu's
     if problem is not None:
         raise UsageError(f"runtime.host_cpu: {problem[0]}; {problem[1]}")
@@ -167,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         if config.runtime.model_process
         else None,
         "precision": config.model.precision,
+        "task": config.model.task or "instance",
         "batch_size": batch,
         "frames": len(images),
         "cameras": args.cameras,
@@ -288,6 +298,19 @@ def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[
         if cam.url.startswith("synthetic://"):
             return bench.synthetic_clip(cam.url, args.frames, tmp)
     raise UsageError("the pipeline has no file or synthetic camera: pass --clip VIDEO")
+
+
+def _with_task(config, task: str):  # type: ignore[no-untyped-def]
+    """``config`` with ``model.task`` from ``--task`` (checked as the file's would be)."""
+    from pydantic import ValidationError
+
+    from streamseg.config.model import ModelConfig
+
+    try:
+        model = ModelConfig.model_validate({**config.model.model_dump(), "task": task})
+    except ValidationError as exc:
+        raise UsageError(f"--task {task}: {exc.errors()[0]['msg']}") from None
+    return config.model_copy(update={"model": model})
 
 
 def _threads() -> int:

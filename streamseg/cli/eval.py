@@ -1,8 +1,12 @@
-"""``streamseg eval --weights CKPT --data DATASET``: box and mask AP as JSON.
+"""``streamseg eval --weights CKPT --data DATASET``: box and mask AP, PQ and mIoU as JSON.
 
 ``DATASET`` is a COCO instance JSON (images next to it, or ``--images``) or a
 ``synthetic://?seed=..&frames=N`` URL (a held-out scene made on the fly).
-Ground-truth categories are matched to the model's classes by name.
+Ground-truth categories are matched to the model's classes by name. A
+semantic or panoptic model (the checkpoint's task, or ``--task``) on data
+with panoptic ground truth (``synthetic://?...&stuff=1``) also gets
+``panoptic`` (PQ, SQ, RQ of all classes, things and stuff) and ``sem_seg``
+(mIoU, pixel accuracy); see ``streamseg.train.evaluate``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 import logging
 
 from streamseg.cli import EXIT_OK, UsageError
-from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.models import ARCHITECTURES, PRECISIONS, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         help="keep detections above this score (COCO AP wants a low one; default 0.05)",
     )
+    parser.add_argument(
+        "--task",
+        choices=tuple(TASKS),
+        help="Mask2Former: evaluate as this task (default: the checkpoint's own)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,10 +62,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Cheap, so dataset errors come before the model loads.
         dataset = UnionDataset([open_dataset(d, args.images) for d in args.data])
+        task = {"task": args.task} if args.task else {}
         model, class_names = load_trained_model(
-            args.weights, arch=args.arch, score_threshold=args.score_threshold
+            args.weights, arch=args.arch, score_threshold=args.score_threshold, **task
         )
-    except (CheckpointError, DatasetError, FileNotFoundError) as exc:
+    except (CheckpointError, DatasetError, FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     missing = [n for n in dataset.native_class_names if n not in class_names]
     if missing:

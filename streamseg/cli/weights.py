@@ -116,7 +116,7 @@ def _list(catalogue: dict[str, WeightsEntry], *, as_json: bool) -> int:
             print(json.dumps(row))
             continue
         print(f"{entry.name}{'  [cached]' if cached else ''}")
-        print(f"  arch     {entry.arch} (classes: {entry.classes})")
+        print(f"  arch     {entry.arch} (classes: {entry.classes}, task: {entry.task})")
         print(f"  url      {entry.url}")
         print(f"  size     {_size(entry)}")
         print(f"  sha256   {_sha(entry)}")

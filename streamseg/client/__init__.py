@@ -4,8 +4,9 @@
 * ``subscription``: ``Subscription``, the iterator each of those returns
   (XREAD or consumer groups, acknowledgement, reconnects, consume spans),
   and its ``Backoff`` policy;
-* ``events``: the typed messages ``FrameDetections``, ``Instance``, ``Alert``
-  and the raw ``Entry``; masks decode to numpy only on ``mask()``;
+* ``events``: the typed messages ``FrameDetections``, ``Instance``,
+  ``Region`` (semantic and panoptic models' class regions), ``Alert`` and
+  the raw ``Entry``; masks decode to numpy only on ``mask()``;
 * ``validate``: the debug mode's JSON Schema check (``SchemaError``);
 * ``convert``: to and from ``supervision.Detections``.
 
@@ -24,6 +25,7 @@ from streamseg.client.events import (
     FrameDetections,
     Instance,
     MessageError,
+    Region,
     decode_rle,
 )
 from streamseg.client.subscription import Backoff, Subscription
@@ -38,6 +40,7 @@ __all__ = [
     "FrameDetections",
     "Instance",
     "MessageError",
+    "Region",
     "SchemaError",
     "Subscription",
     "decode_rle",

@@ -22,6 +22,7 @@ __all__ = [
     "FrameDetections",
     "Instance",
     "MessageError",
+    "Region",
     "decode_rle",
 ]
 
@@ -110,6 +111,35 @@ class Instance:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Region:
+    """The pixels of one class in a frame (a semantic or panoptic model's "stuff").
+
+    Attributes:
+        label: class id; ``label_name`` its name (``None`` when unknown).
+        area: pixels.
+        rle: the region as COCO compressed RLE ``{"size": [H, W], "counts": str}``.
+    """
+
+    label: int
+    area: int
+    rle: Mapping[str, Any]
+    label_name: str | None = None
+
+    def mask(self) -> np.ndarray:
+        """The region as a ``(H, W)`` bool array at frame resolution (decoded now)."""
+        return decode_rle(self.rle)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The region as it is written in a detections message."""
+        return {
+            "label": self.label,
+            "label_name": self.label_name,
+            "area": self.area,
+            "mask": dict(self.rle),
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class FrameDetections:
     """What one frame of one camera held (a detections message).
 
@@ -121,6 +151,8 @@ class FrameDetections:
         height / width: frame size, pixels.
         arch: the model that produced it.
         instances: the objects found, in the order of the message.
+        regions: the class regions of semantic and panoptic models (empty
+            for instance models), one per class present.
         traceparent: W3C trace context of the frame's trace, or ``None``.
         stream / id: where the message was read (Redis stream and entry id).
     """
@@ -135,12 +167,27 @@ class FrameDetections:
     width: int
     arch: str
     instances: tuple[Instance, ...]
+    regions: tuple[Region, ...] = ()
     traceparent: str | None = None
     stream: str = ""
     id: str = ""
 
     def __len__(self) -> int:
         return len(self.instances)
+
+    def region(self, name: str) -> Region | None:
+        """The region of the class named ``name``, or ``None`` when the frame has none."""
+        return next((r for r in self.regions if r.label_name == name), None)
+
+    def label_map(self) -> np.ndarray:
+        """``(H, W)`` int32: each pixel's region class, 0 where no region is (things, in
+        panoptic mode)."""
+        import numpy as np
+
+        out = np.zeros((self.height, self.width), dtype=np.int32)
+        for r in self.regions:
+            out[r.mask()] = r.label
+        return out
 
     def masks(self) -> np.ndarray:
         """All masks as one ``(N, H, W)`` bool array (empty masks where an instance has none)."""
@@ -173,6 +220,7 @@ class FrameDetections:
                 width=int(image["width"]),
                 arch=str(msg["model"]["arch"]),
                 instances=tuple(_instance(d) for d in msg["instances"]),
+                regions=tuple(_region(d) for d in msg.get("regions") or ()),
                 traceparent=msg.get("traceparent"),
                 stream=stream,
                 id=id,
@@ -188,8 +236,9 @@ class Alert:
     Attributes:
         rule: the rule's name in pipeline.yaml; ``kind`` what happened: one of
             ``streamseg.config.alerts.ALERT_KINDS`` (``enter``, ``exit``,
-            ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``;
-            the table in docs/events.md).
+            ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``,
+            ``on_region``, ``off_region``, ``coverage``, ``coverage_end``; the
+            table in docs/events.md).
         camera: camera id (``camera_id`` in the JSON); ``frame_seq`` the frame.
         time: capture wall time of that frame, unix seconds; ``pts`` its stream time.
         track_id / label / label_name / box / score: the object, when one caused it.
@@ -267,6 +316,15 @@ def _instance(d: Mapping[str, Any]) -> Instance:
         label_name=d.get("label_name"),
         track_id=_opt_int(d.get("track_id")),
         rle=d.get("mask"),
+    )
+
+
+def _region(d: Mapping[str, Any]) -> Region:
+    return Region(
+        label=int(d["label"]),
+        area=int(d["area"]),
+        rle=d["mask"],
+        label_name=d.get("label_name"),
     )
 
 

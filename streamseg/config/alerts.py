@@ -17,8 +17,12 @@ Rules are per camera. Each camera names its zones (polygons) and lines
             - {name: door-count, type: line, line: door}
             - {name: loitering, type: dwell, zone: dock, seconds: 30}
             - {name: crowd, type: crowding, zone: dock, max_occupancy: 5}
+            - {name: on-rails, type: region, region: railroad, classes: [person]}
+            - {name: wet-floor, type: coverage, zone: dock, region: water, above: 0.05}
 
-docs/tracking.md explains every field and the events each rule emits.
+``region`` and ``coverage`` rules read the class regions of a semantic or
+panoptic model (``model.task``). docs/tracking.md explains every field and
+the events each rule emits.
 
 :data:`RULE_KINDS` is the one list of rule kinds: each row holds the config
 model of a ``rules:`` entry and, side by side, the ``"module:Class"`` of the
@@ -49,10 +53,12 @@ __all__ = [
     "RULE_KINDS",
     "AlertsConfig",
     "CameraAlerts",
+    "CoverageRule",
     "CrowdingRule",
     "DwellRule",
     "LineConfig",
     "LineRule",
+    "RegionRule",
     "RuleConfig",
     "RuleKind",
     "ZoneConfig",
@@ -64,9 +70,13 @@ Point = tuple[float, float]
 ZoneKind = Literal["enter", "exit"]
 LineKind = Literal["line_in", "line_out"]
 CrowdKind = Literal["crowding", "crowding_end"]
+RegionKind = Literal["on_region", "off_region"]
+CoverageKind = Literal["coverage", "coverage_end"]
 _ZONE_KINDS: tuple[ZoneKind, ...] = ("enter", "exit")
 _LINE_KINDS: tuple[LineKind, ...] = ("line_in", "line_out")
 _CROWD_KINDS: tuple[CrowdKind, ...] = ("crowding", "crowding_end")
+_REGION_KINDS: tuple[RegionKind, ...] = ("on_region", "off_region")
+_COVERAGE_KINDS: tuple[CoverageKind, ...] = ("coverage", "coverage_end")
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\s].*$")]
 
 
@@ -216,6 +226,59 @@ class CrowdingRule(_RuleBase, _Membership):
         return max(self.max_occupancy - 1, 0)
 
 
+class RegionRule(_RuleBase):
+    """``on_region`` when a track's surroundings are ``region`` (a class) for ``seconds``.
+
+    What a thing stands on or in is what lies around its mask (panoptic
+    segments never overlap): the share of a ``margin``-pixel ring around
+    the mask that is ``region``'s class, measured every frame.
+    """
+
+    type: Literal["region"]
+    region: Name = Field(description="the class whose region the track must be on")
+    min_fraction: float = Field(
+        default=0.3, gt=0, le=1, description="least share of the ring around the mask"
+    )
+    seconds: float = Field(default=0.0, ge=0, description="for at least this long (capture time)")
+    margin: float = Field(
+        default=8.0, gt=0, le=512, description="ring width around the mask, pixels"
+    )
+    band: float = Field(
+        default=0.1, ge=0, lt=1, description="hysteresis: off below min_fraction - band"
+    )
+    events: list[RegionKind] = Field(default_factory=lambda: list(_REGION_KINDS))
+
+
+class CoverageRule(_RuleBase):
+    """``coverage`` when ``region`` (a class) covers more (``above``) or less
+    (``below``) than a fraction of ``zone`` for ``seconds``, then ``coverage_end``.
+
+    A stuff class counts its region's pixels; a thing class the masks of its
+    detections (``min_score`` applies to those).
+    """
+
+    type: Literal["coverage"]
+    zone: Name
+    region: Name = Field(description="the class whose share of the zone is measured")
+    above: float | None = Field(default=None, ge=0, lt=1, description="fire above this share")
+    below: float | None = Field(default=None, gt=0, le=1, description="fire below this share")
+    seconds: float = Field(default=0.0, ge=0, description="for at least this long")
+    band: float = Field(
+        default=0.01, ge=0, lt=1, description="hysteresis on the share when it ends"
+    )
+    events: list[CoverageKind] = Field(default_factory=lambda: list(_COVERAGE_KINDS))
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> CoverageRule:
+        if (self.above is None) == (self.below is None):
+            raise ValueError("give exactly one of `above` or `below` (a share of the zone)")
+        if self.classes:
+            raise ValueError(
+                "`classes` does not apply to coverage rules: name the class in `region`"
+            )
+        return self
+
+
 @dataclasses.dataclass(frozen=True)
 class RuleKind:
     """One rule kind: its config model, the ``"module:Class"`` of the rule that runs it
@@ -293,6 +356,26 @@ RULE_KINDS: dict[str, RuleKind] = _by_type(
             "occupancy, `extra.seconds`: how long it was crowded",
         },
     ),
+    RuleKind(
+        RegionRule,
+        f"{_ENGINE}.regions:RegionRule",
+        {
+            "on_region": "a track's surroundings were `extra.region` (at least `min_fraction` "
+            "of a ring around its mask, `extra.fraction`) for `seconds`",
+            "off_region": "a track that was on the region left it (`extra.reason`: `lost` "
+            "when its track was dropped); `extra.seconds`: how long it was on",
+        },
+    ),
+    RuleKind(
+        CoverageRule,
+        f"{_ENGINE}.regions:CoverageRule",
+        {
+            "coverage": "`extra.region` covered more (`above`) or less (`below`) than the "
+            "share of the zone for `seconds`; `extra.fraction`: the share",
+            "coverage_end": "the share came back past the bound; `extra.seconds`: how long "
+            "it lasted",
+        },
+    ),
 )
 
 # Every alert ``kind`` a message can carry, in the registry's order: the one list
@@ -344,7 +427,7 @@ class CameraAlerts(StrictModel):
 
 
 class AlertsConfig(StrictModel):
-    """Alert rules: zones, lines, dwell and crowding, per camera id."""
+    """Alert rules: zones, lines, dwell, crowding, regions and coverage, per camera id."""
 
     enabled: bool = True
     cameras: dict[Name, CameraAlerts] = Field(default_factory=dict)

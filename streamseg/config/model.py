@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
 from streamseg.config.choices import check_choice, literal_of
-from streamseg.models import ARCHITECTURES, PRECISIONS, arch_family, class_options
+from streamseg.models import (
+    ARCHITECTURES,
+    FAMILIES,
+    PRECISIONS,
+    TASKS,
+    arch_family,
+    class_options,
+    task_problem,
+)
 from streamseg.segment.backends import BACKENDS
 
 if TYPE_CHECKING:
@@ -27,6 +35,7 @@ __all__ = [
     "ModelConfig",
     "ModelSource",
     "PrecisionName",
+    "TaskName",
     "arch_family",
     "class_options",
 ]
@@ -36,10 +45,12 @@ if TYPE_CHECKING:
     ArchName = str
     PrecisionName = str
     BackendName = str
+    TaskName = str
 else:
     ArchName = literal_of(ARCHITECTURES)
     PrecisionName = literal_of(PRECISIONS)
     BackendName = literal_of(BACKENDS)
+    TaskName = literal_of(TASKS)
 
 
 class ModelSource(StrictModel):
@@ -91,6 +102,10 @@ class ModelConfig(ModelSource):
     ``watch_weights``: so does a change of the ``weights`` file.
     ``backend: aot`` runs the package in ``aot_package``
     (written by ``streamseg export`` for this arch, batch size and frame size).
+    ``task`` (Mask2Former): ``instance``, ``semantic`` or ``panoptic``; unset:
+    the weights' own task (a catalogue entry's or a checkpoint's), else
+    ``instance``. ``stuff_classes``: panoptic, the class names that come out
+    as regions rather than instances (default: the weights').
     """
 
     missing_weights: Literal["error", "random"] = "error"
@@ -124,20 +139,48 @@ class ModelConfig(ModelSource):
     detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
     min_size: int | None = Field(default=None, ge=16, le=4096)
     max_size: int | None = Field(default=None, ge=16, le=8192)
+    task: TaskName | None = Field(
+        default=None, description="instance, semantic or panoptic (Mask2Former)"
+    )
+    stuff_classes: list[str] | None = Field(
+        default=None, description="panoptic: class names published as regions, not instances"
+    )
 
     @field_validator("swap_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("precision", "backend", mode="before")
+    @field_validator("precision", "backend", "task", mode="before")
     @classmethod
     def _registered(cls, value: Any, info: Any) -> Any:
         names: dict[str, tuple[str, ...]] = {
             "precision": tuple(PRECISIONS),
             "backend": tuple(BACKENDS),
+            "task": tuple(TASKS),
         }
         return check_choice(info.field_name, value, names[info.field_name])
+
+    @field_validator("task")
+    @classmethod
+    def _task_runs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        arch = info.data.get("arch")
+        problem = task_problem(arch, value) if value is not None and arch else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("stuff_classes")
+    @classmethod
+    def _stuff_known(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        task = info.data.get("task")
+        if value is not None and task not in (None, "panoptic"):
+            raise ValueError(f"stuff_classes applies to task: panoptic only (task is {task!r})")
+        names: list[str] = info.data.get("class_names") or []
+        unknown = [c for c in value or () if names and c not in names[1:]]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not in class_names ({', '.join(names[1:])})")
+        return value
 
     @field_validator("device")
     @classmethod
@@ -195,9 +238,24 @@ class ModelConfig(ModelSource):
             if value is not None:
                 opts[name] = value
         classes = class_options(self.arch, self.class_names, self.num_classes)
-        entry = self.catalogue_entry() if not classes else None
-        names = entry.class_names() if entry is not None else None
+        entry = self.catalogue_entry()
+        names = entry.class_names() if entry is not None and not classes else None
         opts.update(classes or (class_options(self.arch, names) if names else {}))
+        opts.update(self._task_options(entry))
         if BACKENDS[self.backend].needs_package:
             opts["aot_package"] = self.aot_package
         return opts
+
+    def _task_options(self, entry: WeightsEntry | None) -> dict[str, Any]:
+        """``task`` / ``stuff_classes`` build options: this section's, else a
+        catalogue entry's (a checkpoint's own come from its meta when unset)."""
+        task = self.task or (entry.task if entry is not None else None)
+        if FAMILIES[arch_family(self.arch)].tasks == ("instance",):
+            task = None  # a family with one task has no task option
+        out: dict[str, Any] = {} if task is None else {"task": task}
+        stuff = self.stuff_classes
+        if stuff is None and entry is not None and task == "panoptic":
+            stuff = list(entry.stuff_classes())
+        if stuff is not None:
+            out["stuff_classes"] = tuple(stuff)
+        return out

@@ -4,7 +4,9 @@
 returns a new RGB image with, per instance, the mask filled and outlined in
 its track's colour, the box, ``label #id score`` and a short trail of past
 positions; the camera's zones and lines with their counts; and a status
-badge (camera state, fps). ``encode_jpeg`` makes the JPEG the console sends.
+badge (camera state, fps). Under the instances, the class regions of
+semantic and panoptic models, with their legend (``regions_layer.py``).
+``encode_jpeg`` makes the JPEG the console sends.
 
 Labels never cover one another and never leave the frame
 (``streamseg.console.labels``): after every shape is drawn, the labels are
@@ -45,7 +47,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from streamseg.config.alerts import CameraAlerts
 from streamseg.console.labels import PAD, Label, LabelLayout, Spot
-from streamseg.types import Instances, MaskCrops
+from streamseg.console.regions_layer import draw_legend, legend_rows, paint_regions
+from streamseg.types import Instances, MaskCrops, Regions
 
 __all__ = [
     "OverlayInfo",
@@ -117,6 +120,7 @@ def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> 
     masks ``bool (N, H, W)``); ``track_ids`` may be ``None`` (untracked).
     """
     out = image.copy()
+    paint_regions(out, instances.regions)  # under the instances
     ids = _track_ids(instances)
     colors = [track_color(t) for t in ids]
     masks = instances.masks
@@ -145,6 +149,7 @@ def draw_overlay(image: np.ndarray, instances: Instances, info: OverlayInfo) -> 
         left, top, right, bottom = label.box
         draw.rectangle((left, top, right - 1, bottom - 1), fill=label.bg)
         draw.text((left + PAD, top + PAD), label.text, fill=label.fg, font=font, anchor="lt")
+    draw_legend(draw, font, legend_rows(instances.regions, info.class_names, _measure))
     return np.asarray(pil)
 
 
@@ -152,7 +157,8 @@ def layout_labels(instances: Instances, info: OverlayInfo, size: tuple[int, int]
     """Every label ``draw_overlay`` draws on a frame of ``size`` ``(H, W)``, placed:
     the status badge, zone and line labels, then objects (tracked first, by score)."""
     h, w = size
-    layout = LabelLayout(w, h, measure=_measure)
+    legend = legend_rows(instances.regions, info.class_names, _measure)
+    layout = LabelLayout(w, h, measure=_measure, reserved=[legend.box] if legend else [])
     if info.status:
         layout.place(info.status, [(0, 0, 0, 0)], bg=(0, 0, 0))
     for text, spots, bg in _geometry_labels(info, size):
@@ -218,6 +224,9 @@ def scale_down(
     masks = instances.frame_masks()
     if masks is not None:
         masks = masks[:, ::k, ::k][:, :h, :w]
+    regions = instances.regions
+    if regions is not None:
+        regions = Regions.from_label_map(regions.label_map[::k, ::k][:h, :w])
     reduced = Instances(
         image_size=(h, w),
         boxes=instances.boxes / k,
@@ -225,6 +234,7 @@ def scale_down(
         labels=instances.labels,
         masks=masks,
         track_ids=instances.track_ids,
+        regions=regions,
     )
     trails = {t: [(x / k, y / k) for x, y in pts] for t, pts in info.trails.items()}
     return small, reduced, dataclasses.replace(info, trails=trails, scale=info.scale * k)

@@ -6,7 +6,9 @@ is the one list of architectures (the ``model.arch`` values of
 each name maps to the ``"module:function"`` that builds it and to its
 family, whose :class:`Family` says how it counts classes. Modules are
 imported only when their model is built, and importing this package does not
-import torch. :data:`PRECISIONS` is the one list of numeric precisions.
+import torch. :data:`PRECISIONS` is the one list of numeric precisions,
+:data:`TASKS` the one list of segmentation tasks (``model.task``); each
+family says which tasks it runs (:attr:`Family.tasks`).
 
 Every model follows one contract (see ``docs/architecture.md``):
 
@@ -42,6 +44,7 @@ __all__ = [
     "ARCHITECTURES",
     "FAMILIES",
     "PRECISIONS",
+    "TASKS",
     "Arch",
     "Family",
     "InputSpec",
@@ -50,6 +53,7 @@ __all__ = [
     "build_model",
     "class_options",
     "precision_dtype",
+    "task_problem",
 ]
 
 
@@ -85,9 +89,12 @@ class Family:
         counts_background: the builder's ``num_classes`` counts the
             background class (Mask R-CNN) or not (Mask2Former, whose "no
             object" class is separate).
+        tasks: the :data:`TASKS` its models run (the builder's ``task``
+            option; ``instance`` needs no option).
     """
 
     counts_background: bool
+    tasks: tuple[str, ...] = ("instance",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,9 +105,16 @@ class Arch:
     family: str
 
 
+# task name -> what the model's post-processing gives per frame.
+TASKS: dict[str, str] = {
+    "instance": "instances (boxes, scores, labels, masks) of every class",
+    "semantic": "a class for every pixel: regions of every class, no instances",
+    "panoptic": "instances of the thing classes and regions of the stuff classes",
+}
+
 FAMILIES: dict[str, Family] = {
     "maskrcnn": Family(counts_background=True),
-    "mask2former": Family(counts_background=False),
+    "mask2former": Family(counts_background=False, tasks=tuple(TASKS)),
 }
 
 # arch name -> builder and family. The builder takes keyword options
@@ -165,6 +179,20 @@ def class_options(
     if names is not None:
         options["class_names"] = names
     return options
+
+
+def task_problem(arch: str, task: str) -> str | None:
+    """Why ``arch`` cannot run ``task`` (``None``: it can)."""
+    if task not in TASKS:
+        return f"unknown task {task!r}; valid: {', '.join(TASKS)}"
+    family = arch_family(arch)
+    if task not in FAMILIES[family].tasks:
+        runs = [a for a, spec in ARCHITECTURES.items() if task in FAMILIES[spec.family].tasks]
+        return (
+            f"{arch} ({family}) runs only {', '.join(FAMILIES[family].tasks)}; "
+            f"task {task!r} needs one of: {', '.join(runs)}"
+        )
+    return None
 
 
 def precision_dtype(precision: str) -> torch.dtype:

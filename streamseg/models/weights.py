@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from streamseg.models import ARCHITECTURES
+from streamseg.models import ARCHITECTURES, TASKS, task_problem
 
 __all__ = [
     "CACHE_ENV",
@@ -47,11 +47,16 @@ CACHE_ENV = "STREAMSEG_WEIGHTS_DIR"
 # ``classes`` values -> where the class-name table lives (module:attribute),
 # imported only when an entry's names are asked for; ``checkpoint``: the
 # file names its classes itself (a streamseg trainer checkpoint).
+_M2F_CLASSES = "streamseg.models.mask2former.classes"
 CLASS_TABLES: dict[str, str | None] = {
     "coco91": "streamseg.models.maskrcnn.classes:COCO_CLASS_NAMES",
     "coco80": "streamseg.models.maskrcnn.classes:COCO_CONTIGUOUS_CLASS_NAMES",
+    "coco133": f"{_M2F_CLASSES}:COCO_PANOPTIC_CLASS_NAMES",
+    "ade150": f"{_M2F_CLASSES}:ADE20K_CLASS_NAMES",
     "checkpoint": None,
 }
+# ``classes`` values whose tables split into things and stuff -> the stuff names.
+STUFF_TABLES: dict[str, str] = {"coco133": f"{_M2F_CLASSES}:COCO_PANOPTIC_STUFF"}
 
 
 class CatalogueError(ValueError):
@@ -75,6 +80,8 @@ class WeightsEntry:
             published prefix (checked as a prefix), ``None`` no digest is
             known (a download then needs ``--allow-unverified``).
         licence: the terms the publisher gives.
+        task: what the weights were trained for (a ``TASKS`` name): the
+            ``model.task`` a pipeline naming the entry gets unless it sets one.
         format, hash_source, notes: free text shown by ``weights list``.
     """
 
@@ -86,6 +93,7 @@ class WeightsEntry:
     size: int | None
     sha256: str | None
     licence: str
+    task: str = "instance"
     format: str = ""
     hash_source: str = ""
     notes: str = ""
@@ -101,14 +109,24 @@ class WeightsEntry:
 
     def class_names(self) -> tuple[str, ...] | None:
         """The class names of the checkpoint, ``__background__`` first (``None``: the file's)."""
-        import importlib
-
         table = CLASS_TABLES[self.classes]
         if table is None:
             return None
-        module, attr = table.split(":")
-        names: tuple[str, ...] = getattr(importlib.import_module(module), attr)
-        return names
+        return _table(table)
+
+    def stuff_classes(self) -> tuple[str, ...]:
+        """The names of the stuff classes of a panoptic checkpoint (empty: none known)."""
+        table = STUFF_TABLES.get(self.classes)
+        return () if table is None else _table(table)
+
+
+def _table(where: str) -> tuple[str, ...]:
+    """The tuple of names at ``"module:attribute"`` (imported now)."""
+    import importlib
+
+    module, attr = where.split(":")
+    names: tuple[str, ...] = getattr(importlib.import_module(module), attr)
+    return names
 
 
 def _entry(raw: Any, where: str) -> WeightsEntry:
@@ -129,6 +147,9 @@ def _entry(raw: Any, where: str) -> WeightsEntry:
         )
     if entry.classes not in CLASS_TABLES:
         raise CatalogueError(f"{where}: classes must be one of {', '.join(CLASS_TABLES)}")
+    problem = task_problem(entry.arch, entry.task) if entry.task in TASKS else None
+    if entry.task not in TASKS or problem is not None:
+        raise CatalogueError(f"{where}: task: {problem or 'must be one of ' + ', '.join(TASKS)}")
     if not entry.url.startswith(("http://", "https://")):
         raise CatalogueError(f"{where}: url must be http(s)")
     if "/" in entry.filename or entry.filename.startswith("."):

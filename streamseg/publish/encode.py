@@ -12,6 +12,13 @@ Detections (one message per frame, stream ``<prefix>:detections:<camera>``)::
 
 Boxes are ``xyxy`` frame pixels, times unix seconds (``pts``: stream
 seconds), masks COCO compressed RLE (``null`` when the model has none).
+Semantic and panoptic models (``model.task``) add the frame's class regions
+(the stuff; every class in semantic mode), one per class present::
+
+     "regions": [{"label": 6, "label_name": "road", "area": 18139,
+                  "mask": {"size": [360, 640], "counts": "..."}}]
+
+(``area`` in pixels); instance models' messages have no ``regions`` key.
 Alerts (stream ``<prefix>:alerts``) are ``Event.to_dict()`` plus the
 ``traceparent`` of the frame that caused them.
 
@@ -43,6 +50,7 @@ __all__ = [
     "detections_message",
     "dumps",
     "mask_json",
+    "regions_json",
     "round_box",
     "round_numbers",
     "round_time",
@@ -101,15 +109,19 @@ def detections_message(
     class_names: Sequence[str],
     published_time: float,
     masks: Sequence[dict[str, Any] | None] | None = None,
+    regions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The detections message of one frame (see the module docstring).
 
-    ``masks``: the instances' masks already encoded (``mask_json``), else
-    they are encoded here.
+    ``masks`` / ``regions``: the instances' masks and the frame's regions
+    already encoded (``mask_json``, ``regions_json``), else they are encoded
+    here.
     """
     frame, inst = result.frame, result.instances
     if masks is None:
         masks = mask_json(result)
+    if regions is None and inst.regions is not None:
+        regions = regions_json(result, class_names)
     if not inst.boxes.is_cpu:
         inst = inst.to("cpu")
     n = len(inst)
@@ -137,7 +149,7 @@ def detections_message(
         )
     height, width = inst.image_size
     _check_finite([frame.pts, frame.capture_time, frame.camera_time, published_time])
-    return {
+    message: dict[str, Any] = {
         "schema_version": DETECTIONS_SCHEMA_VERSION,
         "type": "detections",
         "camera": frame.camera_id,
@@ -151,6 +163,9 @@ def detections_message(
         "traceparent": frame.trace.get("traceparent"),
         "instances": instances,
     }
+    if regions is not None:
+        message["regions"] = regions
+    return message
 
 
 def mask_json(result: FrameResult) -> list[dict[str, Any] | None]:
@@ -160,6 +175,27 @@ def mask_json(result: FrameResult) -> list[dict[str, Any] | None]:
     if inst.masks is None or not n:
         return [None] * n
     return [_rle_json(r) for r in _rles(inst.masks)]
+
+
+def regions_json(result: FrameResult, class_names: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The frame's regions as message entries (``None`` when the model gives none)."""
+    regions = result.instances.regions
+    if regions is None:
+        return None
+    from streamseg.ops.label_rle import label_map_rle
+
+    rles = label_map_rle(regions.label_map, regions.labels)
+    return [
+        {
+            "label": label,
+            "label_name": class_names[label] if 0 <= label < len(class_names) else None,
+            "area": area,
+            "mask": rle,
+        }
+        for label, area, rle in zip(
+            regions.labels.tolist(), regions.areas.tolist(), rles, strict=True
+        )
+    ]
 
 
 def alert_message(event: Event, *, traceparent: str | None = None) -> dict[str, Any]:
@@ -217,8 +253,9 @@ class MessageEncoder:
         out: list[Message] = []
         t0 = time.thread_time()
         encoded = [mask_json(result) for result, _events in items]
+        regions = [regions_json(result, self._class_names) for result, _events in items]
         self.mask_seconds += time.thread_time() - t0
-        for (result, events), masks in zip(items, encoded, strict=True):
+        for (result, events), masks, frame_regions in zip(items, encoded, regions, strict=True):
             frame, now = result.frame, time.time()
             msg = detections_message(
                 result,
@@ -226,6 +263,7 @@ class MessageEncoder:
                 class_names=self._class_names,
                 published_time=now,
                 masks=masks,
+                regions=frame_regions,
             )
             out.append(Message("detections", frame.camera_id, dumps(msg), frame, now))
             trace = frame.trace.get("traceparent")

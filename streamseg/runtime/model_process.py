@@ -45,7 +45,7 @@ import torch
 
 from streamseg.config.model import ModelConfig
 from streamseg.runtime.memory import keep_heap_memory
-from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
+from streamseg.types import Frame, FrameBatch, Instances, MaskCrops, Regions
 
 __all__ = ["ModelProcess", "ModelProcessError"]
 
@@ -473,6 +473,8 @@ def _pack(inst: Instances) -> dict[str, Any]:
         out["masks"] = masks.detach().cpu().numpy()
     if inst.track_ids is not None:
         out["track_ids"] = inst.track_ids.detach().cpu().numpy()
+    if inst.regions is not None:
+        out["regions"] = inst.regions.arrays()
     return out
 
 
@@ -490,7 +492,7 @@ def _instances(packed: dict[str, Any]) -> Instances:
         masks = MaskCrops(image_size=packed["size"], boxes=torch.from_numpy(boxes), crops=crops)
     elif "masks" in packed:
         masks = torch.from_numpy(packed["masks"])
-    track_ids = packed.get("track_ids")
+    track_ids, regions = packed.get("track_ids"), packed.get("regions")
     return Instances(
         image_size=packed["size"],
         boxes=torch.from_numpy(packed["boxes"]),
@@ -498,6 +500,7 @@ def _instances(packed: dict[str, Any]) -> Instances:
         labels=torch.from_numpy(packed["labels"]),
         masks=masks,
         track_ids=torch.from_numpy(track_ids) if track_ids is not None else None,
+        regions=Regions.from_arrays(regions) if regions is not None else None,
     )
 
 

@@ -35,6 +35,8 @@ def scene_url(scene: SyntheticScene) -> str:
         f"&objects={scene.num_objects}&noise={scene.noise}&shake={scene.shake:g}"
         f"&min_pixels={scene.min_visible_pixels}"
     )
+    if scene.stuff:
+        query += "&stuff=1"
     if scene.num_frames is not None:
         query += f"&frames={scene.num_frames}"
     return f"synthetic://?{query}"

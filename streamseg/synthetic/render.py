@@ -45,7 +45,8 @@ class Rendered:
 
     ``boxes`` float32 ``(N, 4)`` xyxy (x2/y2 = last pixel + 1), ``labels``
     and ``track_ids`` int64 ``(N,)``, ``masks`` bool ``(N, H, W)``,
-    ``visibility`` float32 ``(N,)`` (visible pixels / shape pixels).
+    ``visibility`` float32 ``(N,)`` (visible pixels / shape pixels),
+    ``covered`` bool ``(H, W)``: pixels any object painted (kept or not).
     """
 
     boxes: np.ndarray
@@ -53,6 +54,7 @@ class Rendered:
     track_ids: np.ndarray
     masks: np.ndarray
     visibility: np.ndarray
+    covered: np.ndarray
 
 
 def _span(centre: float, extent: float, cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -183,4 +185,5 @@ def composite(
         track_ids=np.array([placements[k[0]].track_id for k in kept], dtype=np.int64),
         masks=masks,
         visibility=visibility,
+        covered=owner >= 0,
     )

@@ -5,7 +5,9 @@ discs, squares, triangles and stars (textured, coloured per object, of
 varied sizes, slowly scaling and turning) move over a textured background,
 overlap, hide one another, and enter and leave through the frame edges.
 Every frame comes with its exact ground truth: the visible mask, box, class
-and identity of each object.
+and identity of each object. With ``stuff=True`` the background is regions
+of ground, road and water (``stuff.py``), and the ground truth also says
+which of them every other pixel shows (a panoptic ground truth).
 
 The scene is a pure function of ``seed`` and time: ``scene.frame(i)`` gives
 the same pixels whether frames are made in order or not, on any machine.
@@ -47,7 +49,8 @@ from streamseg.synthetic.sprites import (
     make_noise_field,
     make_sprite,
 )
-from streamseg.types import Frame, Instances
+from streamseg.synthetic.stuff import STUFF_CLASS_NAMES, make_stuff
+from streamseg.types import Frame, Instances, Regions
 
 __all__ = [
     "SYNTHETIC_CLASS_NAMES",
@@ -75,7 +78,10 @@ class SceneFrame:
             pixels, tight around the visible mask (x2/y2 = last pixel + 1);
             ``labels`` int64 (1..4, see ``SYNTHETIC_CLASS_NAMES``);
             ``scores`` all 1.0; ``masks`` bool ``(N, H, W)`` visible pixels
-            (disjoint); ``track_ids`` int64 persistent identities (>= 1).
+            (disjoint); ``track_ids`` int64 persistent identities (>= 1);
+            with stuff, ``regions``: the stuff class of every pixel no
+            object covers (labels 5..7 of ``class_names``; 0 under objects,
+            also under objects too small to be in the ground truth).
         visibility: float32 ``(N,)``: visible fraction of each object's
             shape (occluders and the frame border both hide), in ``(0, 1]``.
     """
@@ -117,6 +123,8 @@ class SyntheticScene:
             of ``min(height, width)`` (0 = a still background, at most 0.1).
         min_visible_pixels: objects showing fewer pixels are left out of
             the ground truth (they are still drawn).
+        stuff: draw the objects over ground, road and water regions (see
+            ``stuff.py``) and give their label map in ``gt.regions``.
 
     ``frame(i)`` is thread-safe. Iterating yields ``frame(0)``,
     ``frame(1)``, ... (``num_frames`` of them, or forever).
@@ -135,6 +143,7 @@ class SyntheticScene:
         noise: int = 2,
         shake: float = 0.0,
         min_visible_pixels: int = 20,
+        stuff: bool = False,
     ) -> None:
         _check_options(height, width, fps, num_objects, num_frames, noise, shake)
         if min_visible_pixels < 1:
@@ -160,7 +169,13 @@ class SyntheticScene:
         unit = min(self.height, self.width)
         self._pad = math.ceil(self.shake * unit)
         rng = np.random.default_rng([self.seed, 0xBAC])
-        self._background = make_background(rng, self.height, self.width, self._pad)
+        self.stuff = bool(stuff)
+        self._stuff_labels: np.ndarray | None = None
+        if self.stuff:
+            self._background, labels = make_stuff(rng, self.height, self.width, self._pad)
+            self._stuff_labels = (labels + len(SYNTHETIC_CLASS_NAMES)).astype(np.int16)
+        else:
+            self._background = make_background(rng, self.height, self.width, self._pad)
         self._shake_phases = rng.uniform(0, 2 * math.pi, size=4)
         self._noise_field = (
             make_noise_field(rng, self.height + _NOISE_PAD, self.width + _NOISE_PAD, self.noise)
@@ -177,8 +192,14 @@ class SyntheticScene:
 
     @property
     def class_names(self) -> tuple[str, ...]:
-        """``("__background__", "disc", "square", "triangle", "star")``; labels index it."""
-        return SYNTHETIC_CLASS_NAMES
+        """``("__background__", "disc", "square", "triangle", "star")``, then with
+        stuff ``"ground", "road", "water"``; labels index it."""
+        return SYNTHETIC_CLASS_NAMES + (STUFF_CLASS_NAMES if self.stuff else ())
+
+    @property
+    def stuff_class_names(self) -> tuple[str, ...]:
+        """The stuff classes (regions) of ``class_names``: empty without stuff."""
+        return STUFF_CLASS_NAMES if self.stuff else ()
 
     @property
     def size(self) -> tuple[int, int]:
@@ -205,7 +226,7 @@ class SyntheticScene:
             raise IndexError(f"frame {index} is outside the scene (0..{self._last_index()})")
         t = self.time(index)
         placements = [p for p in self._source.placements(t) if p.track_id not in hide]
-        image = self._background_at(t)
+        image, offset = self._background_at(t)
         rendered = composite(image, placements, self._sprite, min_pixels=self.min_visible_pixels)
         self._add_noise(image, index)
         n = rendered.boxes.shape[0]
@@ -216,6 +237,7 @@ class SyntheticScene:
             labels=torch.from_numpy(rendered.labels),
             masks=torch.from_numpy(rendered.masks),
             track_ids=torch.from_numpy(rendered.track_ids),
+            regions=self._regions(offset, rendered.covered),
         )
         return SceneFrame(
             index=index,
@@ -282,8 +304,17 @@ class SyntheticScene:
                 self._sprites.popitem(last=False)
         return sprite
 
-    def _background_at(self, t: float) -> np.ndarray:
-        """A fresh copy of the background as seen at time ``t`` (shaken when asked)."""
+    def _regions(self, offset: tuple[int, int], covered: np.ndarray) -> Regions | None:
+        """The stuff label map under the crop at ``offset``, 0 where objects cover it."""
+        if self._stuff_labels is None:
+            return None
+        oy, ox = offset
+        crop = self._stuff_labels[oy : oy + self.height, ox : ox + self.width]
+        return Regions.from_label_map(torch.from_numpy(np.where(covered, 0, crop)))
+
+    def _background_at(self, t: float) -> tuple[np.ndarray, tuple[int, int]]:
+        """A fresh copy of the background as seen at time ``t`` (shaken when asked),
+        and the crop's ``(y, x)`` offset into the padded background."""
         oy = ox = self._pad
         if self._pad:
             ph = self._shake_phases
@@ -291,7 +322,7 @@ class SyntheticScene:
             gx = 0.6 * math.sin(1.9 * t + ph[2]) + 0.4 * math.sin(7.3 * t + ph[3])
             oy += round(self._pad * gy)
             ox += round(self._pad * gx)
-        return self._background[oy : oy + self.height, ox : ox + self.width].copy()
+        return self._background[oy : oy + self.height, ox : ox + self.width].copy(), (oy, ox)
 
     def _add_noise(self, image: np.ndarray, index: int) -> None:
         if self._noise_field is None:
@@ -346,6 +377,7 @@ URL_PARAMETERS: dict[str, tuple[str, type, str]] = {
     "noise": ("noise", int, "sensor noise, levels 0..8"),
     "shake": ("shake", float, "camera shake, fraction of the frame 0..0.1"),
     "min_pixels": ("min_visible_pixels", int, "smallest visible object kept in the gt"),
+    "stuff": ("stuff", int, "1: ground, road and water regions under the objects"),
 }
 
 

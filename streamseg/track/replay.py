@@ -8,8 +8,11 @@ decoded from their COCO RLE when the rules need them), runs a
 ``TrackingStage`` built from a pipeline's ``tracking:`` and ``alerts:``
 sections, and yields the events.
 
-Class names come from the recording (``label`` -> ``label_name``), so the
-rules' ``classes`` refer to the names the recording used.
+Class names come from the recording (``label`` -> ``label_name``, of
+instances and regions), so the rules' ``classes`` and ``region`` refer to
+the names the recording used. Recorded ``regions`` (semantic and panoptic
+models) become the frame's label map again, so ``region`` and ``coverage``
+rules replay too.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.stage import TrackingStage
-from streamseg.types import Event, Frame, FrameResult, Instances
+from streamseg.types import Event, Frame, FrameResult, Instances, Regions
 
 __all__ = [
     "RecordingError",
@@ -143,7 +146,7 @@ def class_names_of(messages: Iterable[tuple[str, dict[str, Any]]]) -> list[str]:
     """Class names by label id from the recording (``class_<id>`` where a name is unknown)."""
     names: dict[int, str] = {}
     for _, msg in messages:
-        for inst in msg["instances"]:
+        for inst in [*msg["instances"], *(msg.get("regions") or ())]:
             label, name = inst.get("label"), inst.get("label_name")
             if isinstance(label, int) and label >= 1 and isinstance(name, str):
                 names.setdefault(label, name)
@@ -182,6 +185,7 @@ def to_result(msg: dict[str, Any], where: str, *, masks: bool, ids: bool) -> Fra
             labels=labels,
             masks=mask,
             track_ids=track_ids,
+            regions=_regions(msg.get("regions"), (height, width)),
         )
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise RecordingError(
@@ -208,13 +212,33 @@ def _masks(items: list[dict[str, Any]], size: tuple[int, int]) -> torch.Tensor |
     return out
 
 
+def _regions(items: list[dict[str, Any]] | None, size: tuple[int, int]) -> Regions | None:
+    """The recorded regions as one label map (``None`` when the message has none)."""
+    if items is None:
+        return None
+    from streamseg.ops import rle_to_mask
+
+    label_map = torch.zeros(size, dtype=torch.int16)
+    for k, item in enumerate(items):
+        m = rle_to_mask(item["mask"])
+        if tuple(m.shape) != size:
+            raise ValueError(
+                f"region {k}: mask size {list(m.shape)} is not the image's {list(size)}"
+            )
+        label_map[m] = int(item["label"])
+    return Regions.from_label_map(label_map)
+
+
 def needs_masks(tracking: TrackingConfig, alerts: AlertsConfig) -> bool:
-    """Whether any setting uses masks (mask IoU, mask-share zones, masks in events)."""
+    """Whether any setting uses masks (mask IoU, mask-share zones, region rules, masks in
+    events)."""
     if tracking.enabled and tracking.match == "mask_iou":
         return True
     for cam in alerts.cameras.values():
         for rule in cam.rules:
             if rule.include_mask or getattr(rule, "mask_fraction", None) is not None:
+                return True
+            if getattr(rule, "type", None) in ("region", "coverage"):
                 return True
     return False
 
@@ -258,7 +282,8 @@ def _missing_classes(alerts: AlertsConfig, names: list[str]) -> list[str]:
     missing: list[str] = []
     for cid, cam in alerts.cameras.items():
         for rule in cam.rules:
-            for c in rule.classes:
+            region = getattr(rule, "region", None)
+            for c in [*rule.classes, *([region] if region else [])]:
                 if c not in known and c not in missing:
                     log.warning(
                         "replay: class %r (alerts.cameras.%s.%s) never appears in the recording",

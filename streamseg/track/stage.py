@@ -108,7 +108,10 @@ class TrackingStage:
         events: list[Event] = []
         if cam.rules is not None and self.alerts.enabled:
             t0 = time.thread_time()
-            events = cam.rules.update(out.view)
+            view = out.view
+            if inst.regions is not None:
+                view = dataclasses.replace(view, regions=inst.regions)
+            events = cam.rules.update(view)
             self.rules_seconds += time.thread_time() - t0
             for e in events:
                 attrs = {"camera": e.camera_id, "rule": e.rule, "kind": e.kind}

@@ -31,6 +31,8 @@ step is vectorised over tracks. Boxes are xyxy frame pixels, times seconds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -412,7 +414,7 @@ class ByteTracker:
         track_ids[t.det[shown]] = t.ids[shown]
         conf = seen[t.state[seen] == CONFIRMED]
         det = t.det[conf]
-        gone = {}  # the view's defaults (empty arrays) when nothing was removed
+        gone: dict[str, Any] = {}  # the view's defaults (empty arrays) when nothing was removed
         if removed:
             gone = {
                 "removed_ids": np.array([r[0] for r in removed], np.int64),

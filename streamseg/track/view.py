@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import Tensor
 
-from streamseg.types import MaskCrops
+from streamseg.types import MaskCrops, Regions
 
 __all__ = ["FrameInfo", "TrackView"]
 
@@ -53,6 +53,8 @@ class TrackView:
         removed_ids: ``int64 (R,)`` confirmed tracks dropped in this frame
             (lost too long), with their last ``removed_boxes (R, 4)``,
             ``removed_labels (R,)`` and ``removed_scores (R,)``.
+        regions: the frame's class regions (semantic and panoptic models),
+            else ``None``.
     """
 
     frame: FrameInfo
@@ -70,6 +72,7 @@ class TrackView:
     removed_boxes: F64 = dataclasses.field(default_factory=lambda: np.zeros((0, 4)))
     removed_labels: I64 = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     removed_scores: F64 = dataclasses.field(default_factory=lambda: np.zeros(0))
+    regions: Regions | None = None
     _memo: dict[Hashable, Any] = dataclasses.field(
         default_factory=dict, init=False, repr=False, compare=False
     )

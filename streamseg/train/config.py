@@ -203,7 +203,9 @@ class EvalConfig(StrictModel):
     """
 
     period: int = Field(default=0, ge=0)
-    metric: Literal["segm.AP", "segm.AP50", "bbox.AP", "bbox.AP50"] = "segm.AP"
+    metric: Literal[
+        "segm.AP", "segm.AP50", "bbox.AP", "bbox.AP50", "panoptic.PQ", "sem_seg.mIoU"
+    ] = "segm.AP"
     batch_size: int = Field(default=2, ge=1)
 
 

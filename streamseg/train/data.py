@@ -75,13 +75,17 @@ class GroundTruth:
 
     ``annotations`` entries have ``category_id`` (a training label),
     ``bbox`` (``xywh``), ``area``, ``iscrowd`` and ``segmentation`` (compressed
-    RLE with ``counts`` as str).
+    RLE with ``counts`` as str): the things, for AP. ``segments``: the
+    panoptic ground truth where the dataset has one (synthetic scenes with
+    stuff), ``int64 (H, W, 2)``: each pixel's training label (0: void) and
+    instance number (things ``1..N``, 0 for stuff); else ``None``.
     """
 
     image_id: int
     height: int
     width: int
     annotations: list[dict[str, Any]]
+    segments: Tensor | None = None
 
 
 class DetectionDataset(Protocol):
@@ -356,20 +360,39 @@ class SyntheticDataset:
         masks = gt.frame_masks()
         if masks is None:
             masks = _box_masks(gt.boxes, gt.image_size)
+        boxes, labels, masks = gt.boxes[keep].float().cpu(), labels[keep], masks[keep].bool().cpu()
+        if gt.regions is not None:  # each stuff class present is one more segment
+            stuff = gt.regions.masks()
+            stuff_labels = self._labels[gt.regions.labels]
+            wanted = stuff_labels > 0
+            boxes = torch.cat((boxes, _tight_boxes(stuff[wanted])))
+            labels = torch.cat((labels, stuff_labels[wanted]))
+            masks = torch.cat((masks, stuff[wanted]))
         sample = Sample(
-            image=frame.image.cpu(),
-            boxes=gt.boxes[keep].float().cpu(),
-            labels=labels[keep],
-            masks=masks[keep].bool().cpu(),
-            image_id=index,
+            image=frame.image.cpu(), boxes=boxes, labels=labels, masks=masks, image_id=index
         )
         self._last = (index, sample)
         return sample
 
+    def stuff_labels(self) -> set[int]:
+        """Training labels of the scene's stuff classes (regions, not instances)."""
+        index = {n: i for i, n in enumerate(self.scene.class_names)}
+        ids = self._labels[[index[n] for n in self.scene.stuff_class_names]].tolist()
+        return {i for i in ids if i > 0}
+
     def ground_truth(self, index: int) -> GroundTruth:
         sample = self[index]
-        anns = []
-        for box, label, mask in zip(sample.boxes, sample.labels, sample.masks, strict=True):
+        stuff = self.stuff_labels()
+        anns: list[dict[str, Any]] = []
+        segments = torch.zeros((*sample.size, 2), dtype=torch.int64) if stuff else None
+        rows = zip(sample.boxes, sample.labels, sample.masks, strict=True)
+        for box, label, mask in rows:
+            if segments is not None:
+                segments[mask, 0] = label
+            if int(label) in stuff:
+                continue
+            if segments is not None:
+                segments[mask, 1] = len(anns) + 1
             x1, y1, x2, y2 = (float(v) for v in box)
             anns.append(
                 {
@@ -381,7 +404,14 @@ class SyntheticDataset:
                 }
             )
         h, w = sample.size
-        return GroundTruth(index, h, w, anns)
+        return GroundTruth(index, h, w, anns, segments)
+
+
+def _tight_boxes(masks: Tensor) -> Tensor:
+    """``float32 (N, 4)`` xyxy boxes around ``bool (N, H, W)`` masks (exclusive ends)."""
+    from streamseg.models.mask2former.postprocess import masks_to_boxes
+
+    return masks_to_boxes(masks)
 
 
 def _box_masks(boxes: Tensor, size: tuple[int, int]) -> Tensor:
@@ -425,6 +455,14 @@ class UnionDataset:
     def has_instances(self, index: int) -> bool:
         which, local = self._locate(index)
         return self.datasets[which].has_instances(local)
+
+    def stuff_labels(self) -> set[int]:
+        """Training labels that some part holds as stuff (synthetic scenes with stuff)."""
+        out: set[int] = set()
+        for d in self.datasets:
+            stuff_of = getattr(d, "stuff_labels", None)
+            out |= stuff_of() if stuff_of is not None else set()
+        return out
 
     def ground_truth(self, index: int) -> GroundTruth:
         which, local = self._locate(index)

@@ -1,4 +1,4 @@
-"""Box and mask AP on a COCO-style dataset with faster-coco-eval.
+"""Box and mask AP on a COCO-style dataset with faster-coco-eval; PQ and mIoU.
 
 ``evaluate_model(model, dataset)`` runs a model (eval mode, at the sizes of
 its ``input_spec``, as ``serve`` would) over every image and returns::
@@ -7,14 +7,18 @@ its ``input_spec``, as ``serve`` would) over every image and returns::
      "segm": {...}, "images": N, "instances": M, "detections": D}
 
 AP values are in ``[0, 1]`` (COCO's 0.50:0.95 IoU average); a metric with no
-ground truth to score reads ``-1``.
+ground truth to score reads ``-1``. A semantic or panoptic model (``task``)
+on a dataset with panoptic ground truth (synthetic scenes with stuff) also
+gets ``"panoptic"`` (PQ, SQ, RQ; of things and of stuff) and ``"sem_seg"``
+(mIoU, pixel accuracy), see :mod:`streamseg.train.panoptic`; a semantic
+model gets no AP (it finds no instances).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -26,6 +30,9 @@ from streamseg.segment.preprocess import preprocess
 from streamseg.train.data import DetectionDataset, GroundTruth
 from streamseg.train.modeling import input_spec
 from streamseg.types import Instances
+
+if TYPE_CHECKING:
+    from streamseg.train.panoptic import SegmentationScores
 
 __all__ = ["coco_evaluate", "detections_to_coco", "evaluate_model", "predict"]
 
@@ -163,16 +170,43 @@ def evaluate_model(
     """Box and mask AP of ``model`` on ``dataset`` (see the module docstring)."""
     n = len(dataset) if max_images is None else min(max_images, len(dataset))
     ground_truth: list[GroundTruth] = []
+    segments: dict[int, Tensor] = {}  # image id -> panoptic truth, until its prediction comes
 
     def pairs() -> Iterator[tuple[int, Tensor]]:
         for i in range(n):
             image = dataset[i].image
             ground_truth.append(dataset.ground_truth(i))  # synthetic: reuses the frame just made
+            if scores is not None and ground_truth[-1].segments is not None:
+                segments[ground_truth[-1].image_id] = ground_truth[-1].segments
             yield ground_truth[-1].image_id, image
 
+    task = getattr(model, "task", "instance")
+    scores = _segmentation_scores(dataset, class_names) if task != "instance" else None
     detections: list[dict[str, Any]] = []
     for image_id, inst in predict(
         model, pairs(), batch_size=batch_size, device=device, precision=precision
     ):
         detections += detections_to_coco(image_id, inst)
-    return coco_evaluate(ground_truth, detections, class_names)
+        truth = segments.pop(image_id, None)
+        if scores is not None and truth is not None:
+            scores.add(inst, truth)
+    result = coco_evaluate(ground_truth, detections, class_names)
+    if task == "semantic":
+        result = {k: v for k, v in result.items() if k not in ("bbox", "segm")}
+    if scores is not None:
+        if not scores.images:
+            log.warning("the evaluation data has no panoptic ground truth: no PQ / mIoU")
+        else:
+            result.update(scores.result())
+    return result
+
+
+def _segmentation_scores(
+    dataset: DetectionDataset, class_names: Sequence[str]
+) -> SegmentationScores:
+    """PQ / mIoU counters with the dataset's stuff classes (by name) as stuff."""
+    from streamseg.train.panoptic import SegmentationScores
+
+    stuff_of = getattr(dataset, "stuff_labels", None)
+    stuff = stuff_of() if stuff_of is not None else set()
+    return SegmentationScores(len(class_names), stuff)

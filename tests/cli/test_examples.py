@@ -70,3 +70,17 @@ def test_coco_rtsp_example_names_coco_classes(monkeypatch) -> None:  # type: ign
     for rule in rules:
         assert rule.classes and set(rule.classes) <= names, rule.name
     assert config.cameras[0].url.startswith("rtsp://") and PASSWORD in config.cameras[0].url
+
+
+def test_panoptic_example_checks(cli) -> None:  # type: ignore[no-untyped-def]
+    """``examples/panoptic.yaml``: the shipped panoptic model, its regions' rules."""
+    proc = cli("check", str(REPO / "examples" / "panoptic.yaml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = load_pipeline(REPO / "examples" / "panoptic.yaml")
+    assert config.model.task == "panoptic" and config.model.stuff_classes == [
+        "ground",
+        "road",
+        "water",
+    ]
+    rules = [rule.type for cam in config.alerts.cameras.values() for rule in cam.rules]
+    assert {"region", "coverage"} <= set(rules)

@@ -114,6 +114,19 @@ CASES = [
      ["unknown key", "camera_queue"]),
     ("tracking_key", GOOD_CAMERA + "tracking:\n  foo: 1\n", 5, "tracking.foo", ["unknown key"]),
     ("version", GOOD_CAMERA + "version: 7\n", 4, "version", ["less than or equal to 1"]),
+    ("task_unknown", GOOD_CAMERA + "model:\n  arch: mask2former_tiny\n  task: panoptc\n", 6,
+     "model.task", ["unknown task 'panoptc'", "'panoptic'"]),
+    ("task_family", GOOD_CAMERA + "model:\n  arch: maskrcnn_small\n  task: semantic\n", 6,
+     "model.task", ["maskrcnn_small", "runs only instance", "mask2former_tiny"]),
+    ("stuff_not_a_class", GOOD_CAMERA + "model:\n  arch: mask2former_tiny\n  task: panoptic\n"
+     "  class_names: [__background__, car, road]\n  stuff_classes: [road, lava]\n", 8,
+     "model.stuff_classes", ["'lava' is not in class_names", "car, road"]),
+    ("stuff_not_panoptic", GOOD_CAMERA + "model:\n  arch: mask2former_tiny\n  task: semantic\n"
+     "  stuff_classes: [road]\n", 7, "model.stuff_classes", ["task: panoptic only"]),
+    ("coverage_bounds", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
+     "        z: {polygon: [[0, 0], [9, 0], [9, 9]]}\n      rules:\n"
+     "        - {name: wet, type: coverage, zone: z, region: water}\n", 10,
+     "alerts.cameras.cam.rules[0].coverage", ["exactly one of `above` or `below`"]),
 ]  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import torch
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
 from streamseg.track.stage import TrackingStage
-from streamseg.types import Event, Frame, FrameResult, Instances, MaskCrops
+from streamseg.types import Event, Frame, FrameResult, Instances, MaskCrops, Regions
 
 NAMES = ("__background__", "person", "car", "dog")
 SIZE = (100, 200)  # (H, W) pixels
@@ -31,6 +31,7 @@ def instances(
     labels: Sequence[int] | None = None,
     ids: Sequence[int] | None = None,
     masks: torch.Tensor | None = None,
+    regions: Regions | None = None,
 ) -> Instances:
     n = len(boxes)
     return Instances(
@@ -40,6 +41,7 @@ def instances(
         labels=torch.tensor(list(labels) if labels is not None else [1] * n, dtype=torch.int64),
         masks=masks,
         track_ids=None if ids is None else torch.tensor(list(ids), dtype=torch.int64),
+        regions=regions,
     )
 
 
@@ -66,13 +68,14 @@ class Driver:
         fps: float = 10.0,
         size: tuple[int, int] = SIZE,
         mask_crops: bool = False,
+        class_names: Sequence[str] = NAMES,
         **tracking: Any,
     ) -> None:
         if given_ids:
             tracking.setdefault("enabled", False)
         settings = TrackingConfig(**tracking)
         self.stage = TrackingStage(
-            tracking=settings, alerts=config or AlertsConfig(), class_names=NAMES
+            tracking=settings, alerts=config or AlertsConfig(), class_names=class_names
         )
         self.fps = fps
         self.size = size

@@ -12,17 +12,23 @@
   (800), ``max_size`` (1333);
 * training: ``num_points`` (12544 points per mask), ``no_object_weight``
   (0.1), ``drop_path_rate`` (Swin, 0.3);
-* ``num_queries`` (100).
+* ``num_queries`` (100);
+* ``task``: ``instance`` (default), ``semantic`` or ``panoptic`` (see
+  ``universal.py``); ``stuff_classes``: panoptic, the class names that are
+  stuff (regions), the rest being things; ``object_mask_threshold`` (0.8)
+  and ``overlap_threshold`` (0.8): panoptic merging.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from streamseg.models import TASKS
 from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 from streamseg.models.mask2former.config import hf_config
 from streamseg.models.mask2former.convert import UNUSED_MODULE_KEYS, to_model_keys
@@ -37,6 +43,8 @@ __all__ = [
     "read_hf_state_dict",
 ]
 
+log = logging.getLogger("streamseg.models")
+
 _OPTIONS = (
     "num_classes",
     "class_names",
@@ -49,6 +57,10 @@ _OPTIONS = (
     "num_queries",
     "no_object_weight",
     "drop_path_rate",
+    "task",
+    "stuff_classes",
+    "object_mask_threshold",
+    "overlap_threshold",
 )
 # Options of other architectures that make no sense here, with the reason.
 _NOT_HERE = {
@@ -103,6 +115,7 @@ def build_mask2former(backbone: str, **options: Any) -> Mask2Former:
     num_classes, names = _class_names(options.get("num_classes"), options.get("class_names"))
     if num_classes < 1:
         raise ValueError(f"num_classes must be >= 1 (object classes), got {num_classes}")
+    _check_task(options, names)
     config_options = {
         k: options[k]
         for k in ("num_points", "num_queries", "no_object_weight", "drop_path_rate")
@@ -113,13 +126,45 @@ def build_mask2former(backbone: str, **options: Any) -> Mask2Former:
         class_names=names,
         **{
             k: options[k]
-            for k in ("score_threshold", "detections_per_image", "min_size", "max_size")
+            for k in (
+                "score_threshold",
+                "detections_per_image",
+                "min_size",
+                "max_size",
+                "task",
+                "stuff_classes",
+                "object_mask_threshold",
+                "overlap_threshold",
+            )
             if k in options
         },
     )
     if options.get("weights"):
         load_weights(model, options["weights"])
     return model.eval()
+
+
+def _check_task(options: dict[str, Any], names: Sequence[str]) -> None:
+    """``ValueError`` naming the option when ``task`` / ``stuff_classes`` do not fit."""
+    task = options.get("task", "instance")
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; valid: {', '.join(TASKS)}")
+    stuff = list(options.get("stuff_classes") or ())
+    unknown = [s for s in stuff if s not in names[1:]]
+    if unknown:
+        raise ValueError(
+            f"stuff_classes: {unknown[0]!r} is not one of the model's classes "
+            f"({', '.join(names[1:])})"
+        )
+    if task == "panoptic" and not stuff:
+        log.warning(
+            "Mask2Former task panoptic without stuff_classes: every class is a thing (no "
+            "regions); name the stuff classes (model.stuff_classes in pipeline.yaml)"
+        )
+    for key in ("object_mask_threshold", "overlap_threshold"):
+        value = options.get(key, 0.8)
+        if not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"{key} must be in [0, 1], got {value}")
 
 
 # Weight files of a Hugging Face model folder, in the order transformers tries them.

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from streamseg.models import InputSpec
 from streamseg.models.mask2former.criterion import SetCriterion, Target
 from streamseg.models.mask2former.postprocess import instance_inference
+from streamseg.models.mask2former.universal import panoptic_inference, semantic_inference
 from streamseg.types import Instances
 
 __all__ = ["Mask2Former"]
@@ -48,14 +50,20 @@ class DecoderHead(nn.Module):
 
 
 class Mask2Former(nn.Module):
-    """Mask2Former for instance segmentation.
+    """Mask2Former for instance, semantic or panoptic segmentation.
 
     Args:
         config: a ``transformers.Mask2FormerConfig`` (see ``config.hf_config``).
         class_names: ``K + 1`` names, ``"__background__"`` first.
-        score_threshold: keep instances scoring at least this.
+        score_threshold: keep instances scoring at least this (instance task).
         detections_per_image: at most this many instances per image.
         min_size / max_size: resize rule for the Segmenter and the trainer.
+        task: ``instance``, ``semantic`` or ``panoptic`` (what ``postprocess``
+            gives; the network and its training are the same for all three).
+        stuff_classes: panoptic: the class names that are stuff (regions);
+            the others are things (instances).
+        object_mask_threshold / overlap_threshold: panoptic merging (see
+            ``universal.py``).
 
     Eval ``forward(images (B,3,H,W), image_sizes)`` returns ``{"pred_logits":
     (B, Q, K+1), "pred_masks": (B, Q, H/4, W/4)}``; train ``forward(images,
@@ -71,6 +79,10 @@ class Mask2Former(nn.Module):
         detections_per_image: int = 100,
         min_size: int = 800,
         max_size: int = 1333,
+        task: str = "instance",
+        stuff_classes: Sequence[str] = (),
+        object_mask_threshold: float = 0.8,
+        overlap_threshold: float = 0.8,
     ) -> None:
         super().__init__()
         from transformers.models.mask2former.modeling_mask2former import Mask2FormerModel
@@ -97,6 +109,14 @@ class Mask2Former(nn.Module):
         self.class_names = tuple(class_names)
         self.score_threshold = score_threshold
         self.detections_per_image = detections_per_image
+        self.task = task
+        self.stuff_classes = tuple(stuff_classes)
+        self.object_mask_threshold = object_mask_threshold
+        self.overlap_threshold = overlap_threshold
+        # (K,) bool over the classes (no background): a plain tensor, not a
+        # buffer, so the state dict keeps the Hugging Face keys.
+        stuff = set(self.stuff_classes)
+        self.is_thing = torch.tensor([n not in stuff for n in self.class_names[1:]])
         self.input_spec = InputSpec(
             channel_order="RGB",
             scale=255.0,
@@ -175,25 +195,46 @@ class Mask2Former(nn.Module):
         *,
         mask_crops: bool = False,
     ) -> list[Instances]:
-        """Instances per image at frame resolution (see ``postprocess.py``).
+        """Instances per image at frame resolution, by ``task``.
 
+        ``instance``: see ``postprocess.py``; ``semantic`` and ``panoptic``:
+        see ``universal.py`` (their class regions are ``Instances.regions``).
         The masks are frame-size whatever ``mask_crops`` says: they come from
         one upsampling of the whole frame's mask logits.
         """
         mask_logits = outputs["pred_masks"]
         padded = (mask_logits.shape[-2] * _MASK_STRIDE, mask_logits.shape[-1] * _MASK_STRIDE)
         return [
-            instance_inference(
+            self._infer(
                 outputs["pred_logits"][i],
                 mask_logits[i],
                 padded_size=padded,
                 image_size=(int(image_sizes[i][0]), int(image_sizes[i][1])),
                 frame_size=(int(frame_sizes[i][0]), int(frame_sizes[i][1])),
-                score_threshold=self.score_threshold,
-                detections_per_image=self.detections_per_image,
             )
             for i in range(len(image_sizes))
         ]
+
+    def _infer(self, class_logits: Tensor, mask_logits: Tensor, **sizes: Any) -> Instances:
+        if self.task == "semantic":
+            return semantic_inference(class_logits, mask_logits, **sizes)
+        if self.task == "panoptic":
+            return panoptic_inference(
+                class_logits,
+                mask_logits,
+                is_thing=self.is_thing,
+                object_mask_threshold=self.object_mask_threshold,
+                overlap_threshold=self.overlap_threshold,
+                detections_per_image=self.detections_per_image,
+                **sizes,
+            )
+        return instance_inference(
+            class_logits,
+            mask_logits,
+            score_threshold=self.score_threshold,
+            detections_per_image=self.detections_per_image,
+            **sizes,
+        )
 
     def freeze_backbone_stages(self, stages: int) -> None:
         """Stop gradients of the stem (stage 0) and backbone stages ``1..stages-1``."""

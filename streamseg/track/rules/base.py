@@ -175,7 +175,7 @@ class RuleBase:
         )
 
     def removed_event(
-        self, kind: str, view: TrackView, r: int, *, zone: str, extra: Mapping[str, Any]
+        self, kind: str, view: TrackView, r: int, *, zone: str | None, extra: Mapping[str, Any]
     ) -> Event:
         """An event about the ``r``-th removed track of ``view`` (no mask, last known box)."""
         f = view.frame
