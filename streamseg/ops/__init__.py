@@ -50,6 +50,8 @@ __all__ = [
     "paste_masks",
     "paste_masks_binary",
     "paste_masks_crops",
+    "paste_masks_packed",
+    "paste_regions",
     "remove_small_boxes",
     "rle_to_mask",
     "roi_align",
@@ -67,9 +69,10 @@ def _kernels(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> Any:
     ``torch.ops.streamseg`` (C++) serves CPU tensors, ``torch.ops.streamseg_triton``
     (Triton) CUDA tensors; both take the same arguments.
     """
-    if t.dtype not in dtypes or not _native.enabled(t.device.type):
+    kind = "cuda" if t.device.type in _native.GPU_DEVICE_TYPES else t.device.type
+    if t.dtype not in dtypes or not _native.enabled(kind):
         return None
-    return torch.ops.streamseg_triton if t.device.type == "cuda" else torch.ops.streamseg
+    return torch.ops.streamseg_triton if kind == "cuda" else torch.ops.streamseg
 
 
 def _check(cond: bool, message: str) -> None:
@@ -182,7 +185,7 @@ def _roi_align(
 
 def multiscale_roi_align(
     features: Sequence[Tensor],
-    boxes: Sequence[Tensor],
+    boxes: Sequence[Tensor] | Tensor,
     image_sizes: Sequence[tuple[int, int]],
     output_size: int | tuple[int, int],
     sampling_ratio: int,
@@ -195,7 +198,9 @@ def multiscale_roi_align(
 
     Args:
         features: FPN maps ``(B, C, Hl, Wl)``, finest first (e.g. P2..P5).
-        boxes: per image ``(Ki, 4)`` float xyxy image pixels.
+        boxes: per image ``(Ki, 4)`` float xyxy image pixels, or one
+            ``(B, K, 4)`` tensor (``K`` boxes for each image), or ``(K, 5)``
+            rois ``(image_index, x1, y1, x2, y2)``.
         image_sizes: per image ``(h, w)`` before padding; scales are
             ``2 ** round(log2(Hl / max h))``.
         output_size: bins per side (or ``(oh, ow)``).
@@ -209,12 +214,19 @@ def multiscale_roi_align(
         ``(sum Ki, C, oh, ow)`` in image order.
     """
     _check(len(features) > 0, "features must hold at least one feature map")
+    if isinstance(boxes, Tensor) and boxes.dim() == 2:
+        _check_boxes(boxes, "rois", width=5)
+    elif isinstance(boxes, Tensor):
+        _check(boxes.dim() == 3, f"boxes must be (B, K, 4), got shape {tuple(boxes.shape)}")
+        _check_boxes(boxes[0])
     _check(
-        len(boxes) == len(image_sizes),
+        (isinstance(boxes, Tensor) and boxes.dim() == 2) or len(boxes) == len(image_sizes),
         f"got {len(boxes)} box lists but {len(image_sizes)} image sizes",
     )
-    for b in boxes:
-        _check_boxes(b)
+    if not isinstance(boxes, Tensor):
+        for b in boxes:
+            _check_boxes(b)
+    kernels = _kernels(features[0], _ANY_FLOAT)
     return _ref.multiscale_roi_align(
         features,
         boxes,
@@ -224,7 +236,9 @@ def multiscale_roi_align(
         canonical_scale,
         canonical_level,
         aligned=aligned,
-        align=_roi_align,
+        align=None if kernels is None else _roi_align,
+        # On a GPU, pool every RoI on every level: no sync for a level's RoI count.
+        every_level=features[0].device.type in _native.GPU_DEVICE_TYPES,
     )
 
 
@@ -398,6 +412,65 @@ def paste_masks_crops(
     return _ref.paste_masks_crops(masks, boxes, (h, w), float(threshold), int(padding))
 
 
+def paste_regions(
+    boxes: Tensor, mask_size: int, image_size: tuple[int, int] | Tensor, padding: int = 1
+) -> Tensor:
+    """The regions of :func:`paste_masks_crops`, without pasting: ``(N, 4)`` int64.
+
+    Args:
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        mask_size: ``M`` of the ``(N, M, M)`` masks to be pasted.
+        image_size: frame ``(h, w)``, or ``(N, 2)`` int64 one per box.
+        padding: as :func:`paste_masks`.
+
+    Returns:
+        ``x0, y0, x1, y1`` (exclusive, inside the frame) of each expanded box.
+    """
+    _check_boxes(boxes)
+    if isinstance(image_size, Tensor):
+        _check(
+            image_size.shape == (boxes.shape[0], 2),
+            f"image sizes must be (N, 2), got shape {tuple(image_size.shape)}",
+        )
+    else:
+        image_size = (int(image_size[0]), int(image_size[1]))
+    return _ref.paste_regions(_ref.paste_boxes(boxes, int(mask_size), int(padding)), image_size)
+
+
+def paste_masks_packed(
+    masks: Tensor,
+    boxes: Tensor,
+    regions: Tensor,
+    total: int,
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> Tensor:
+    """:func:`paste_masks_crops`' crops in one flat buffer, with no host sync.
+
+    Args:
+        masks: ``(N, M, M)`` float probabilities.
+        boxes: ``(N, 4)`` float xyxy frame pixels.
+        regions: ``(N, 4)`` int64, :func:`paste_regions` of these boxes.
+        total: the sum of the regions' areas, known to the caller (so that
+            nothing here waits for the device).
+        threshold: ``>= 0``, as :func:`paste_masks_crops`.
+        padding: as :func:`paste_masks`.
+
+    Returns:
+        ``(total,)`` bool: each region's pixels row by row, region after
+        region (``MaskCrops(..., flat=...)`` takes it as it is).
+    """
+    _check_paste(masks, boxes, (0, 0))
+    _check(
+        regions.shape == boxes.shape and not regions.dtype.is_floating_point,
+        f"regions must be (N, 4) integers, got shape {tuple(regions.shape)} {regions.dtype}",
+    )
+    _check(threshold >= 0, f"threshold must be >= 0 for crops (got {threshold})")
+    return _ref.paste_masks_packed(
+        masks, boxes, regions, int(total), float(threshold), int(padding)
+    )
+
+
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     """``(N, h, w)`` bool masks -> COCO compressed RLEs ``{"size": [h, w], "counts": str}``.
 
@@ -405,7 +478,7 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     """
     _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
     kernels = _kernels(masks, (torch.bool, torch.uint8)) if masks.shape[0] > 0 else None
-    if kernels is not None and masks.device.type == "cuda":
+    if kernels is not None and masks.device.type in _native.GPU_DEVICE_TYPES:
         from streamseg.ops.triton import rle as gpu_rle
 
         # Run boundaries and lengths on the device; only the runs cross to the host.

@@ -38,6 +38,7 @@ import torch
 
 __all__ = [
     "ENV_VAR",
+    "GPU_DEVICE_TYPES",
     "NativeOpsError",
     "cache_dir",
     "enabled",
@@ -53,6 +54,9 @@ ENV_VAR = "STREAMSEG_OPS"
 _MODES = ("auto", "reference", "native")
 _OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
 _log = logging.getLogger("streamseg.ops")
+# Device types whose tensors the Triton kernels serve: CUDA, plus the emulated GPU
+# of streamseg.ops.dispatch (a CPU stand-in that counts launches) once it is in use.
+GPU_DEVICE_TYPES: set[str] = {"cuda"}
 
 
 class NativeOpsError(RuntimeError):

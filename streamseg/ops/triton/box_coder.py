@@ -15,6 +15,7 @@ from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
 from streamseg.ops._fake import decode_boxes_fake
+from streamseg.ops.transfer import to_device
 
 __all__ = ["decode_boxes"]
 
@@ -60,7 +61,8 @@ def decode_boxes(
     total = n * classes
     if total == 0:
         return out
-    params = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
+    # Non-blocking from pinned memory: a blocking copy would be a host sync per call.
+    params = to_device(torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype), deltas.device)
     wrap_triton(_decode_kernel)[(triton.cdiv(total, BLOCK),)](
         deltas.contiguous(),
         boxes.to(deltas.dtype).contiguous(),
