@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from streamseg.models import InputSpec
 from streamseg.models.mask2former.criterion import SetCriterion, Target
-from streamseg.models.mask2former.postprocess import instance_inference
+from streamseg.models.mask2former.postprocess import batch_inference
 from streamseg.types import Instances
 
 __all__ = ["Mask2Former"]
@@ -175,25 +175,22 @@ class Mask2Former(nn.Module):
         *,
         mask_crops: bool = False,
     ) -> list[Instances]:
-        """Instances per image at frame resolution (see ``postprocess.py``).
+        """Instances per image at frame resolution, on the host (see ``postprocess.py``).
 
         The masks are frame-size whatever ``mask_crops`` says: they come from
         one upsampling of the whole frame's mask logits.
         """
         mask_logits = outputs["pred_masks"]
         padded = (mask_logits.shape[-2] * _MASK_STRIDE, mask_logits.shape[-1] * _MASK_STRIDE)
-        return [
-            instance_inference(
-                outputs["pred_logits"][i],
-                mask_logits[i],
-                padded_size=padded,
-                image_size=(int(image_sizes[i][0]), int(image_sizes[i][1])),
-                frame_size=(int(frame_sizes[i][0]), int(frame_sizes[i][1])),
-                score_threshold=self.score_threshold,
-                detections_per_image=self.detections_per_image,
-            )
-            for i in range(len(image_sizes))
-        ]
+        return batch_inference(
+            outputs["pred_logits"],
+            mask_logits,
+            padded_size=padded,
+            image_sizes=image_sizes,
+            frame_sizes=frame_sizes,
+            score_threshold=self.score_threshold,
+            detections_per_image=self.detections_per_image,
+        )
 
     def freeze_backbone_stages(self, stages: int) -> None:
         """Stop gradients of the stem (stage 0) and backbone stages ``1..stages-1``."""
