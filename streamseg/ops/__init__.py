@@ -47,6 +47,7 @@ __all__ = [
     "multiscale_roi_align",
     "native_cpu",
     "nms",
+    "on_gpu",
     "paste_masks",
     "paste_masks_binary",
     "paste_masks_crops",
@@ -238,7 +239,7 @@ def multiscale_roi_align(
         aligned=aligned,
         align=None if kernels is None else _roi_align,
         # On a GPU, pool every RoI on every level: no sync for a level's RoI count.
-        every_level=features[0].device.type in _native.GPU_DEVICE_TYPES,
+        every_level=on_gpu(features[0]),
     )
 
 
@@ -311,6 +312,12 @@ def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         rows, cols, iou = torch.ops.streamseg.box_overlap_pairs(a, b)
         return rows, cols, iou
     return _ref.box_overlap_pairs(a, b)
+
+
+def on_gpu(t: Tensor) -> bool:
+    """Whether ``t`` is on a GPU (CUDA, or the emulated one that counts dispatches):
+    where a host sync stalls the device and code should avoid one."""
+    return t.device.type in _native.GPU_DEVICE_TYPES
 
 
 def native_cpu() -> bool:

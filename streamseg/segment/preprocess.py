@@ -53,8 +53,10 @@ class ModelInput:
     frame_sizes: list[tuple[int, int]]
 
 
+@functools.lru_cache(maxsize=256)
 def resized_size(height: int, width: int, min_size: int, max_size: int) -> tuple[int, int]:
-    """``(h, w)`` of a ``height x width`` frame after the model's resize."""
+    """``(h, w)`` of a ``height x width`` frame after the model's resize (computed once
+    per frame size: torchvision's float32 arithmetic costs a few host tensor ops)."""
     short, long = min(height, width), max(height, width)
     # As torchvision's transform: a Python number divided by a float32 tensor (which
     # is not the float32 of the exact quotient), then

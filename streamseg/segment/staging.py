@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from streamseg.ops.dispatch import record_sync
+
 __all__ = ["BUFFERS", "FrameStaging"]
 
 # Pinned buffers per frame shape, used in turn.
@@ -109,8 +111,12 @@ class FrameStaging:
             if self._stream is not None:
                 self._events[key] = [torch.cuda.Event() for _ in range(BUFFERS)]
         if self._stream is not None:
-            # Recorded one batch ago, after that batch's copy: long done by now.
-            self._events[key][turn].synchronize()
+            # Recorded after the copy of the last batch but one that used it: long done
+            # by now, normally; only if not does the host wait.
+            event = self._events[key][turn]
+            if not event.query():
+                record_sync("pinned frame buffer still being copied")
+                event.synchronize()
         return buffers[turn]
 
     def buffers(self) -> dict[tuple[int, ...], list[Tensor]]:

@@ -195,8 +195,11 @@ class RoIHeads(nn.Module):
         if s.drop_empty:
             b = dets.boxes
             dets.filled = filled & (b[..., 2] > b[..., 0]) & (b[..., 3] > b[..., 1])
-        # At most every kept box, at most every slot: known here without a sync.
+        # At most every kept box, at most every slot: known here without a sync. On
+        # the CPU, where a sync costs nothing, the exact count spares the mask head.
         rows = min(int(keep.shape[0]), n * s.detections_per_image)
+        if not ops.on_gpu(dets.filled):
+            rows = int(dets.filled.sum())
         dets.mask_probs = self._mask_probs(feats, dets, image_sizes, rows)
         return dets
 
