@@ -416,7 +416,10 @@ def paste_masks_crops(
         threshold >= 0,
         f"threshold must be >= 0 for crops (got {threshold}): below 0 the whole frame is set",
     )
-    return _ref.paste_masks_crops(masks, boxes, (h, w), float(threshold), int(padding))
+    packed = _ref.paste_masks_packed if on_gpu(masks) else _ref.paste_masks_packed_loop
+    return _ref.paste_masks_crops(
+        masks, boxes, (h, w), float(threshold), int(padding), packed=packed
+    )
 
 
 def paste_regions(
@@ -473,9 +476,10 @@ def paste_masks_packed(
         f"regions must be (N, 4) integers, got shape {tuple(regions.shape)} {regions.dtype}",
     )
     _check(threshold >= 0, f"threshold must be >= 0 for crops (got {threshold})")
-    return _ref.paste_masks_packed(
-        masks, boxes, regions, int(total), float(threshold), int(padding)
-    )
+    # On a GPU every pixel at once (a fixed number of launches); on the CPU one
+    # interpolation per box, which costs less there. The same bits.
+    paste = _ref.paste_masks_packed if on_gpu(masks) else _ref.paste_masks_packed_loop
+    return paste(masks, boxes, regions, int(total), float(threshold), int(padding))
 
 
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from streamseg.ops.reference_paste import (
     paste_masks_binary,
     paste_masks_crops,
     paste_masks_packed,
+    paste_masks_packed_loop,
     paste_regions,
 )
 from streamseg.ops.reference_pool import roi_align, roi_align_levels
@@ -56,6 +57,7 @@ __all__ = [
     "paste_masks_binary",
     "paste_masks_crops",
     "paste_masks_packed",
+    "paste_masks_packed_loop",
     "paste_regions",
     "remove_small_boxes",
     "rle_to_mask",

@@ -17,6 +17,8 @@ which every pixel finds its mask and position by its offset
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -27,6 +29,7 @@ __all__ = [
     "paste_masks_binary",
     "paste_masks_crops",
     "paste_masks_packed",
+    "paste_masks_packed_loop",
     "paste_regions",
 ]
 
@@ -195,12 +198,41 @@ def paste_masks_packed(
     return value.to(masks.dtype) > threshold
 
 
+def paste_masks_packed_loop(
+    masks: Tensor,
+    boxes: Tensor,
+    regions: Tensor,
+    total: int,
+    threshold: float = 0.5,
+    padding: int = 1,
+) -> Tensor:
+    """:func:`paste_masks_packed` one mask at a time (``F.interpolate`` onto its box):
+    the CPU's way, where a loop costs no kernel launch and the interpolation of
+    each box is cheaper than four gathers per pixel. The same bits."""
+    if total == 0 or masks.shape[0] == 0:
+        return torch.zeros(total, dtype=torch.bool, device=masks.device)
+    padded = _padded(masks, padding).to(masks.dtype)
+    int_boxes = paste_boxes(boxes, masks.shape[-1], padding).tolist()
+    parts = []
+    for i, ((x0, y0, x1, y1), (fx0, fy0, fx1, fy1)) in enumerate(
+        zip(int_boxes, regions.tolist(), strict=True)
+    ):
+        if fx1 <= fx0 or fy1 <= fy0:
+            continue
+        size = (max(y1 - y0 + 1, 1), max(x1 - x0 + 1, 1))
+        res = F.interpolate(padded[i][None, None], size=size, mode="bilinear", align_corners=False)
+        parts.append((res[0, 0, fy0 - y0 : fy1 - y0, fx0 - x0 : fx1 - x0] > threshold).reshape(-1))
+    return torch.cat(parts)
+
+
 def paste_masks_crops(
     masks: Tensor,
     boxes: Tensor,
     image_size: tuple[int, int],
     threshold: float = 0.5,
     padding: int = 1,
+    *,
+    packed: Callable[..., Tensor] | None = None,
 ) -> tuple[list[Tensor], Tensor]:
     """:func:`paste_masks_binary` written only where each mask can be set.
 
@@ -208,12 +240,13 @@ def paste_masks_crops(
     y1`` (exclusive, inside the frame) from :func:`paste_regions`, and
     ``crops[i]`` bool ``(y1 - y0, x1 - x0)``, equal to
     ``paste_masks_binary(...)[i, y0:y1, x0:x1]``: views of one
-    :func:`paste_masks_packed` buffer. The cost follows the boxes' area.
+    :func:`paste_masks_packed` buffer (or ``packed``'s, e.g.
+    :func:`paste_masks_packed_loop`). The cost follows the boxes' area.
     """
     regions = paste_regions(paste_boxes(boxes, masks.shape[-1], padding), image_size)
     shapes = torch.stack((regions[:, 3] - regions[:, 1], regions[:, 2] - regions[:, 0]), 1)
     sizes = shapes.tolist()  # host sync: the crops' shapes
     total = sum(h * w for h, w in sizes)
-    flat = paste_masks_packed(masks, boxes, regions, total, threshold, padding)
+    flat = (packed or paste_masks_packed)(masks, boxes, regions, total, threshold, padding)
     parts = flat.split([h * w for h, w in sizes])
     return [p.view(h, w) for p, (h, w) in zip(parts, sizes, strict=True)], regions
