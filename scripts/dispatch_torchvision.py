@@ -16,7 +16,7 @@ to themselves), 64 RPN proposals per image, the box score threshold set so
 that a few times D candidates pass and ``box_detections_per_img`` = D. Its
 outputs stay on the device, as torchvision returns them (ours come back to
 the host in two copies). torchvision's ``nms`` is counted as a host sync
-too: its CUDA kernel copies the suppression mask to the host inside the op.
+too: the size of its result is read from the device inside the op.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 
 from streamseg.ops.dispatch import emulated_gpu
 
-# torchvision ops whose CUDA kernel syncs with the host inside the op.
+# torchvision ops that sync with the host inside (their result's size is read from the device).
 SYNCING_OPS = ("torchvision::nms",)
 
 
