@@ -33,6 +33,9 @@ from torch import Tensor
 from streamseg.ops import _native
 from streamseg.ops import reference as _ref
 from streamseg.ops import rle as _rle
+from streamseg.ops._checks import _check, _check_boxes, _check_paste, _check_scores
+from streamseg.ops._native import on_gpu
+from streamseg.ops.paste import paste_masks_packed, paste_regions
 
 __all__ = [
     "batched_nms",
@@ -74,28 +77,6 @@ def _kernels(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> Any:
     if t.dtype not in dtypes or not _native.enabled(kind):
         return None
     return torch.ops.streamseg_triton if kind == "cuda" else torch.ops.streamseg
-
-
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(message)
-
-
-def _check_boxes(boxes: Tensor, name: str = "boxes", width: int = 4) -> None:
-    _check(
-        boxes.dim() == 2 and boxes.shape[1] == width,
-        f"{name} must be a (N, {width}) tensor, got shape {tuple(boxes.shape)}",
-    )
-    _check(boxes.is_floating_point(), f"{name} must be floating point, got {boxes.dtype}")
-
-
-def _check_scores(boxes: Tensor, scores: Tensor) -> None:
-    _check_boxes(boxes)
-    _check(
-        scores.shape == boxes.shape[:1],
-        f"scores must be (N,) with N = {boxes.shape[0]} boxes, got shape {tuple(scores.shape)}",
-    )
-    _check(scores.device == boxes.device, "boxes and scores must be on the same device")
 
 
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
@@ -314,26 +295,9 @@ def box_overlap_pairs(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return _ref.box_overlap_pairs(a, b)
 
 
-def on_gpu(t: Tensor) -> bool:
-    """Whether ``t`` is on a GPU (CUDA, or the emulated one that counts dispatches):
-    where a host sync stalls the device and code should avoid one."""
-    return t.device.type in _native.GPU_DEVICE_TYPES
-
-
 def native_cpu() -> bool:
     """Whether the C++ kernels serve CPU tensors (builds or loads them on the first call)."""
     return _native.enabled("cpu")
-
-
-def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:
-    """Check the arguments of a mask paste; the frame's ``(h, w)``."""
-    _check(
-        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
-        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
-    )
-    _check_boxes(boxes)
-    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
-    return int(image_size[0]), int(image_size[1])
 
 
 def paste_masks(
@@ -420,66 +384,6 @@ def paste_masks_crops(
     return _ref.paste_masks_crops(
         masks, boxes, (h, w), float(threshold), int(padding), packed=packed
     )
-
-
-def paste_regions(
-    boxes: Tensor, mask_size: int, image_size: tuple[int, int] | Tensor, padding: int = 1
-) -> Tensor:
-    """The regions of :func:`paste_masks_crops`, without pasting: ``(N, 4)`` int64.
-
-    Args:
-        boxes: ``(N, 4)`` float xyxy frame pixels.
-        mask_size: ``M`` of the ``(N, M, M)`` masks to be pasted.
-        image_size: frame ``(h, w)``, or ``(N, 2)`` int64 one per box.
-        padding: as :func:`paste_masks`.
-
-    Returns:
-        ``x0, y0, x1, y1`` (exclusive, inside the frame) of each expanded box.
-    """
-    _check_boxes(boxes)
-    if isinstance(image_size, Tensor):
-        _check(
-            image_size.shape == (boxes.shape[0], 2),
-            f"image sizes must be (N, 2), got shape {tuple(image_size.shape)}",
-        )
-    else:
-        image_size = (int(image_size[0]), int(image_size[1]))
-    return _ref.paste_regions(_ref.paste_boxes(boxes, int(mask_size), int(padding)), image_size)
-
-
-def paste_masks_packed(
-    masks: Tensor,
-    boxes: Tensor,
-    regions: Tensor,
-    total: int,
-    threshold: float = 0.5,
-    padding: int = 1,
-) -> Tensor:
-    """:func:`paste_masks_crops`' crops in one flat buffer, with no host sync.
-
-    Args:
-        masks: ``(N, M, M)`` float probabilities.
-        boxes: ``(N, 4)`` float xyxy frame pixels.
-        regions: ``(N, 4)`` int64, :func:`paste_regions` of these boxes.
-        total: the sum of the regions' areas, known to the caller (so that
-            nothing here waits for the device).
-        threshold: ``>= 0``, as :func:`paste_masks_crops`.
-        padding: as :func:`paste_masks`.
-
-    Returns:
-        ``(total,)`` bool: each region's pixels row by row, region after
-        region (``MaskCrops(..., flat=...)`` takes it as it is).
-    """
-    _check_paste(masks, boxes, (0, 0))
-    _check(
-        regions.shape == boxes.shape and not regions.dtype.is_floating_point,
-        f"regions must be (N, 4) integers, got shape {tuple(regions.shape)} {regions.dtype}",
-    )
-    _check(threshold >= 0, f"threshold must be >= 0 for crops (got {threshold})")
-    # On a GPU every pixel at once (a fixed number of launches); on the CPU one
-    # interpolation per box, which costs less there. The same bits.
-    paste = _ref.paste_masks_packed if on_gpu(masks) else _ref.paste_masks_packed_loop
-    return paste(masks, boxes, regions, int(total), float(threshold), int(padding))
 
 
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:

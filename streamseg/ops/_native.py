@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "load_gpu",
     "mode",
+    "on_gpu",
     "sources",
     "sources_dir",
     "status",
@@ -254,6 +255,12 @@ def load(verbose: bool = False) -> frozenset[str]:
             f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
         )
     return _STATE.devices
+
+
+def on_gpu(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on a GPU (CUDA, or the emulated one that counts dispatches):
+    where a host sync stalls the device and code should avoid one."""
+    return t.device.type in GPU_DEVICE_TYPES
 
 
 @torch.compiler.assume_constant_result
