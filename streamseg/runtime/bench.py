@@ -48,6 +48,7 @@ from streamseg.config.redis import RedisConfig
 from streamseg.runtime.factory import build_pipeline, decode_device, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
+from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.stats import STAGE_CPU
 from streamseg.types import Frame, FrameBatch
 
@@ -283,16 +284,28 @@ def run_sources(
     cpu0, t0 = _process_cpu(segmenter), time.monotonic()
     with watching or contextlib.nullcontext():
         pipeline.start()
-        pipeline.wait()
+        while not pipeline.wait(0.1):
+            if pipeline.segment_stage.failed_batches:  # no figure to wait for: stop at once
+                pipeline.stop()
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
     cpu = {**pipeline.cpu_seconds(), "process": _process_cpu(segmenter) - cpu0}
     pipeline.join()
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
-        raise RuntimeError(f"pipeline failed: {pipeline.failure}")
+        raise RuntimeError(f"the pipeline failed: {describe_error(pipeline.failure)}")
+    _no_failed_batches(pipeline)
     rendered = watching.rendered if watching is not None else 0
     return BenchResult(published, end - t0, stats.all_latencies(), cpu, rendered)
+
+
+def _no_failed_batches(pipeline: Pipeline) -> None:
+    """A benchmark whose model failed a batch measured nothing: raise, naming the error."""
+    health = pipeline.segment_stage.health()
+    if health["failed_batches"]:
+        raise RuntimeError(
+            f"the model failed {health['failed_batches']} batch(es); last: {health['last_error']}"
+        )
 
 
 def _process_cpu(segmenter: SegmenterLike) -> float:
@@ -379,41 +392,37 @@ def run_live(
                 break
             time.sleep(0.1)
         time.sleep(settle)
-        t0, before, reasons0 = time.monotonic(), stats.snapshot(), stats.drop_reasons()
+        t0, before, reasons0 = time.monotonic(), stats.snapshot(), _reasons(stats)
         pipeline.stop_event.wait(seconds)
-        t1, after, reasons1 = time.monotonic(), stats.snapshot(), stats.drop_reasons()
+        t1, after, reasons1 = time.monotonic(), stats.snapshot(), _reasons(stats)
         states = pipeline.camera_states()
     finally:
         pipeline.stop()
         pipeline.wait(config.runtime.drain_timeout + 5)
         pipeline.join(10)
     if pipeline.failure is not None:
-        raise RuntimeError(f"pipeline failed: {pipeline.failure}")
+        raise RuntimeError(f"the pipeline failed: {describe_error(pipeline.failure)}")
+    _no_failed_batches(pipeline)
     dt = t1 - t0
     samples = [(c, lat) for c, t, lat in stats.latency_samples() if t0 <= t <= t1]
     cameras: dict[str, Any] = {}
     for cid in sources:
-        read = after[cid].frames_in - before[cid].frames_in
-        processed = after[cid].processed - before[cid].processed
-        reasons = {
-            r: n - reasons0[cid].get(r, 0)
-            for r, n in reasons1[cid].items()
-            if n > reasons0[cid].get(r, 0)
-        }
+        counts = {word: n - getattr(before[cid], word) for word, n in after[cid].as_dict().items()}
+        read, segmented = counts["read"], counts["segmented"]
         cameras[cid] = {
             "state": states[cid][0],
             "camera_fps": round(read / dt, 2),
-            "processed_fps": round(processed / dt, 2),
-            "realtime_ratio": round(processed / read, 3) if read else None,
-            "frames_read": read,
-            "processed": processed,
-            "published": after[cid].published - before[cid].published,
-            "dropped": after[cid].dropped - before[cid].dropped,
-            "dropped_by_reason": reasons,
+            "processed_fps": round(segmented / dt, 2),
+            "realtime_ratio": round(segmented / read, 3) if read else None,
+            **counts,  # read, skipped, segmented, published, lost (telemetry.counters)
+            **{
+                f"{word}_by_reason": _grown(reasons0[word][cid], reasons1[word][cid])
+                for word in ("skipped", "lost")
+            },
             **_latency_ms([lat for c, lat in samples if c == cid]),
         }
-    read_all = sum(c["frames_read"] for c in cameras.values())
-    done_all = sum(c["processed"] for c in cameras.values())
+    read_all = sum(c["read"] for c in cameras.values())
+    done_all = sum(c["segmented"] for c in cameras.values())
     return {
         "seconds": round(dt, 2),
         "realtime_ratio": round(done_all / read_all, 3) if read_all else None,
@@ -421,6 +430,15 @@ def run_live(
         **_latency_ms([lat for _c, lat in samples]),
         "cameras": cameras,
     }
+
+
+def _reasons(stats: Any) -> dict[str, dict[str, dict[str, int]]]:
+    return {word: stats.reasons(word) for word in ("skipped", "lost")}
+
+
+def _grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """``{reason: frames}`` counted between ``before`` and ``after``."""
+    return {r: n - before.get(r, 0) for r, n in after.items() if n > before.get(r, 0)}
 
 
 def _latency_ms(latencies: Sequence[float]) -> dict[str, float | None]:

@@ -2,9 +2,13 @@
 
 Example::
 
-    cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | latency p50 112 ms p99 240 ms | redis ok
+    cam1 14.8 fps skipped 3 lost 0 | cam2 15.0 fps skipped 0 lost 0 | latency p50 112 ms
+    p99 240 ms | redis ok          (one line)
 
-One entry per sink at the end: ``<sink> ok``, or ``<sink> DOWN (N buffered)``.
+Per camera its segmented frames per second and the frame counters
+``skipped`` and ``lost`` (what each means: :mod:`streamseg.telemetry.counters`,
+the one owner of these words). One entry per sink at the end: ``<sink>
+ok``, or ``<sink> DOWN (N buffered)``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from streamseg.runtime.stats import CameraCounts, PipelineStats
+from streamseg.telemetry.counters import status_counts
 
 __all__ = ["StatusReporter", "format_status"]
 
@@ -33,7 +38,8 @@ def format_status(
     p99: float | None,
     sinks: Mapping[str, tuple[bool, int]],
 ) -> str:
-    """One status line (fps per camera over the last interval, drops, latency, sinks).
+    """One status line (fps per camera over the last interval, skipped and lost
+    frames, latency, sinks).
 
     ``sinks``: ``{name: (connected, messages buffered)}``.
     """
@@ -41,7 +47,8 @@ def format_status(
     for cid, c in counts.items():
         state = states.get(cid, "")
         extra = f" [{state}]" if state not in ("streaming", "") else ""
-        parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps drop {c.dropped}{extra}")
+        counts_text = status_counts(c.as_dict())
+        parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps {counts_text}{extra}")
     lat = "latency -"
     if p50 is not None and p99 is not None:
         lat = f"latency p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
@@ -85,7 +92,7 @@ class StatusReporter:
         then, before = self._last
         self._last = (now, counts)
         dt = max(now - then, 1e-6)
-        rates = {c: (counts[c].processed - before[c].processed) / dt for c in counts}
+        rates = {c: (counts[c].segmented - before[c].segmented) / dt for c in counts}
         p50, p99 = self._stats.latency_percentiles(50, 99)
         return format_status(rates, counts, self._states(), p50, p99, self._sinks())
 

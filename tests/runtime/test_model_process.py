@@ -213,7 +213,8 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     stats = pipeline.stats.snapshot()["scene"]
     assert pipeline.failure is None
     assert model.restarts == 1 and _no_process(first)
-    lost = stats.dropped  # a file-like source drops nothing else: these are segment errors
+    lost = stats.lost  # a file-like source skips nothing: these are segment errors
+    assert stats.skipped == 0 and pipeline.stats.reasons("lost")["scene"] == {"segment_error": lost}
     assert lost == 2 * ModelProcess.IN_FLIGHT  # the frames of the two batches in flight
     assert stats.published + lost == frames
     messages = [

@@ -38,10 +38,11 @@ def test_bench_pipeline_json(cli, tmp_path: Path, redis_server: RedisServer) -> 
     live = out["live"]
     assert set(live["cameras"]) == {"a", "b"}
     for cam in live["cameras"].values():
-        assert cam["frames_read"] > 0 and cam["camera_fps"] > 0
-        assert cam["frames_read"] >= cam["processed"]
-        assert cam["realtime_ratio"] == pytest.approx(cam["processed"] / cam["frames_read"], 1e-2)
-        assert cam["dropped"] == sum(cam["dropped_by_reason"].values())
+        assert cam["read"] > 0 and cam["camera_fps"] > 0
+        assert cam["read"] >= cam["segmented"]
+        assert cam["realtime_ratio"] == pytest.approx(cam["segmented"] / cam["read"], 1e-2)
+        assert cam["skipped"] == sum(cam["skipped_by_reason"].values())
+        assert cam["lost"] == sum(cam["lost_by_reason"].values()) == 0
         assert cam["state"] == "streaming"
     assert out["peak_rss_mb"] > 0
     # --viewers: the clip again, with a console viewer drawing and encoding every camera.

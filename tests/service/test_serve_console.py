@@ -235,7 +235,7 @@ def test_cameras_added_changed_and_removed_while_serving(
     a = seqs("a")
     assert a == list(range(a[0], a[0] + len(a))), "camera a lost frames"
     assert proc.terminate() == 0, proc.tail()
-    assert summary(proc.log, "a")["dropped"] == 0
+    assert summary(proc.log, "a")["lost"] == 0
 
 
 @pytest.mark.parametrize("token", [TOKEN, None])

@@ -70,5 +70,5 @@ def test_mask2former_camera_into_redis(
     assert proc.terminate(timeout=40) == 0, proc.tail()
     assert "Traceback" not in proc.log and "RANDOM weights" not in proc.log
     counts = summary(proc.log, "cam")
-    assert counts["read"] == counts["published"] + counts["dropped"]
+    assert counts["read"] == counts["published"] + counts["skipped"] + counts["lost"]
     assert client.xlen("streamseg:detections:cam") == counts["published"]

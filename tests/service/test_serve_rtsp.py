@@ -62,8 +62,8 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
 
     code, text = proc.get("/metrics")
     assert code == 200
-    assert (metric(text, "streamseg_ingest_frames_total", camera="gate") or 0) >= 8
-    assert (metric(text, "streamseg_publish_messages_total", type="detections") or 0) >= 8
+    assert (metric(text, "streamseg_frames_read_total", camera="gate") or 0) >= 8
+    assert (metric(text, "streamseg_messages_published_total", type="detections") or 0) >= 8
     assert metric(text, "streamseg_ingest_health", camera="gate", state="streaming") == 1
 
     assert proc.terminate(timeout=40) == 0, proc.tail()
@@ -73,6 +73,6 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
     counts = summary(log, "gate")
     # Every frame read was either published or counted as dropped, and the
     # published ones are all in Redis: nothing in flight was lost at exit.
-    assert counts["read"] == counts["published"] + counts["dropped"]
+    assert counts["read"] == counts["published"] + counts["skipped"] + counts["lost"]
     assert counts["segmented"] == counts["published"]
     assert client.xlen("streamseg:detections:gate") == counts["published"]

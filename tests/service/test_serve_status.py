@@ -14,7 +14,10 @@ from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.slow
 
-CAMERA = r"(?P<cam>[\w-]+) (?P<fps>\d+\.\d) fps drop (?P<drop>\d+)(?: \[(?P<state>\w+)\])?"
+CAMERA = (
+    r"(?P<cam>[\w-]+) (?P<fps>\d+\.\d) fps skipped (?P<skipped>\d+) lost (?P<lost>\d+)"
+    r"(?: \[(?P<state>\w+)\])?"
+)
 LATENCY = r"latency (?:-|p50 (?P<p50>\d+) ms p99 (?P<p99>\d+) ms)"
 
 
@@ -24,9 +27,11 @@ def synthetic(cam: str, seed: int, fps: int) -> dict[str, str]:
 
 @dataclasses.dataclass(frozen=True)
 class Status:
-    """One parsed status line: ``{camera: (fps, drop, state)}``, latency (ms), Redis."""
+    """One parsed status line: ``{camera: (fps, skipped, state)}``, latency (ms), Redis;
+    ``lost``: ``{camera: lost}``."""
 
     cameras: dict[str, tuple[float, int, str | None]]
+    lost: dict[str, int]
     p50: int | None
     p99: int | None
     redis: str
@@ -34,17 +39,18 @@ class Status:
 
 def parse_status(line: str) -> Status:
     *cams, latency, redis = line.split(" | ")
-    parsed = {}
+    parsed, lost = {}, {}
     for part in cams:
         m = re.fullmatch(CAMERA, part)
         assert m is not None, f"bad camera part {part!r} in {line!r}"
-        parsed[m["cam"]] = (float(m["fps"]), int(m["drop"]), m["state"])
+        parsed[m["cam"]] = (float(m["fps"]), int(m["skipped"]), m["state"])
+        lost[m["cam"]] = int(m["lost"])
     lat = re.fullmatch(LATENCY, latency)
     assert lat is not None, f"bad latency part {latency!r} in {line!r}"
     assert redis == "redis ok" or redis.startswith("redis DOWN"), line
     p50 = None if lat["p50"] is None else int(lat["p50"])
     p99 = None if lat["p99"] is None else int(lat["p99"])
-    return Status(parsed, p50, p99, redis)
+    return Status(parsed, lost, p50, p99, redis)
 
 
 def status_lines(proc: ServeProcess) -> list[str]:
@@ -73,10 +79,13 @@ def test_status_lines_when_not_a_terminal(
     assert measured and all(p.p50 <= p.p99 for p in measured)  # type: ignore[operator]
     for cam, fps in (("north", 10), ("south", 5)):
         rates = [p.cameras[cam][0] for p in parsed]
-        drops = [p.cameras[cam][1] for p in parsed]
+        skipped = [p.cameras[cam][1] for p in parsed]
         assert 0 < max(rates) <= 2 * fps, (cam, rates)  # segmented frames/s of this camera
-        assert drops == sorted(drops), (cam, drops)  # drops since start never decrease
-        assert drops[-1] <= summary(proc.log, cam)["dropped"]
+        assert skipped == sorted(skipped), (cam, skipped)  # counted since start: never less
+        # The same counters under the same names in the summary: nothing lost here.
+        counts = summary(proc.log, cam)
+        assert skipped[-1] <= counts["skipped"]
+        assert [p.lost[cam] for p in parsed] == [0] * len(parsed) and counts["lost"] == 0
     # a streaming camera shows no state; nothing is drawn for a terminal
     assert parsed[-1].cameras["north"][2] is None
     assert "\x1b[" not in proc.log

@@ -276,15 +276,14 @@ class ServeProcess:
 
 
 def summary(log: str, camera: str) -> dict[str, int]:
-    """The counts of ``serve``'s exit summary line for ``camera``."""
-    m = re.search(
-        rf"summary\[{re.escape(camera)}\]: (\d+) frames read, (\d+) dropped, "
-        r"(\d+) segmented, (\d+) published",
-        log,
-    )
+    """The frame counters of ``serve``'s exit summary line for ``camera``
+    (``read``, ``skipped``, ``segmented``, ``published``, ``lost``)."""
+    from streamseg.telemetry.counters import FRAME_COUNTERS
+
+    words = ", ".join(rf"(\d+) {word}" for word in FRAME_COUNTERS)
+    m = re.search(rf"summary\[{re.escape(camera)}\]: frames {words}", log)
     assert m is not None, f"no summary line for {camera}:\n{log[-3000:]}"
-    read, dropped, segmented, published = map(int, m.groups())
-    return {"read": read, "dropped": dropped, "segmented": segmented, "published": published}
+    return dict(zip(FRAME_COUNTERS, map(int, m.groups()), strict=True))
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:
