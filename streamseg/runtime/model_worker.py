@@ -35,12 +35,14 @@ import pickle
 import signal
 import threading
 import time
+import traceback
 from typing import Any
 
 import numpy as np
 import torch
 
 from streamseg.config.model import ModelConfig
+from streamseg.errors import StartupError
 from streamseg.runtime.memory import keep_heap_memory
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 
@@ -54,7 +56,13 @@ PARENT_CHECK_S = 0.5
 
 
 class ModelProcessError(RuntimeError):
-    """The model's process ended or answered nothing that can be used."""
+    """The model's process ended or answered nothing that can be used.
+
+    Its traceback (this process waiting for an answer) says nothing: the
+    pipeline logs the message alone.
+    """
+
+    log_traceback = False
 
 
 def run_worker(
@@ -143,11 +151,15 @@ def _peak_rss_mb() -> float:
 
 
 def _reply_error(conn: multiprocessing.connection.Connection, exc: BaseException) -> None:
-    """Send ``exc`` itself when it survives pickling both ways, else its type and text."""
+    """Send ``exc`` itself when it survives pickling both ways, else its type and text;
+    where it was raised in this process goes with it as a note (logged with it)."""
+    where = "".join(traceback.format_tb(exc.__traceback__))
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:
         exc = ModelProcessError(f"{type(exc).__name__}: {exc}")
+    if where and not isinstance(exc, StartupError):  # a user mistake needs no traceback
+        exc.add_note(f"raised in the model's process (pid {os.getpid()}):\n{where.rstrip()}")
     exc.__traceback__ = None
     exc.__context__ = exc.__cause__ = None
     with contextlib.suppress(OSError, ValueError):  # the parent is gone

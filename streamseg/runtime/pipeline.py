@@ -455,7 +455,9 @@ class Pipeline:
 
     def _stage_error(self, stage: str, exc: BaseException, camera: str | None = None) -> None:
         where = f"{stage}[{camera}]" if camera else stage
-        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=exc)
+        # A traceback that says nothing (a model process that ended) is left out.
+        trace = exc if getattr(exc, "log_traceback", True) else None
+        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=trace)
         if self.metrics is not None:
             self.metrics.stage_errors.add(1, {"stage": stage})
 

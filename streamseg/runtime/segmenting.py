@@ -14,7 +14,8 @@ A batch the model fails (an exception, in this process or in the model's
 own, or that process ending) loses its frames: they are counted as lost
 (reason ``segment_error``), the error is logged with its type and message
 and kept in :meth:`SegmentStage.health`; ``MAX_FAILED_IN_A_ROW`` failed
-batches in a row stop the pipeline with that error.
+batches in a row stop the pipeline with that error (the frames still queued
+then are lost without asking the model again).
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class SegmentStage:
     def _run_segment(self) -> None:
         try:
             while (frames := self._next_batch()) is not None:
+                if self._gave_up(frames):
+                    continue
                 run = functools.partial(self.segmenter.segment, FrameBatch(tuple(frames)))
                 self._segmented(frames, run)
                 self._between_batches()
@@ -143,6 +146,8 @@ class SegmentStage:
         submitter = cast(SubmittingSegmenter, self.segmenter)
         try:
             while (frames := self._next_batch()) is not None:
+                if self._gave_up(frames):
+                    continue
                 t0 = time.monotonic()
                 try:
                     future = submitter.submit(FrameBatch(tuple(frames)))
@@ -204,6 +209,17 @@ class SegmentStage:
                 self.last_error,
             )
             self.on_fail("segment", exc)
+
+    def _gave_up(self, frames: Sequence[Frame]) -> bool:
+        """After the pipeline gave up on the model, the frames still queued are
+        lost without asking it (it would only fail them, slowly)."""
+        with self._lock:
+            gave_up = self.failed_in_a_row >= MAX_FAILED_IN_A_ROW
+        if gave_up:
+            for f in frames:
+                self.stats.lost(f.camera_id, "segment_error")
+                self.tracer.end(f, dropped="segment_error")
+        return gave_up
 
     def _between_batches(self) -> None:
         if self.between_batches is not None:
