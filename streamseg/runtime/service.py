@@ -3,7 +3,8 @@
 ``Service(config).run()`` returns the process exit code: 0 after a clean
 stop (SIGINT/SIGTERM, or every file source done), 1 when a stage failed or
 the drain did not finish in ``runtime.drain_timeout``. A second signal
-while draining exits at once with 130.
+while draining exits at once with 130 (one that comes within a second of
+the first is taken for the same request, delivered twice).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ __all__ = ["Service"]
 log = logging.getLogger("streamseg.runtime")
 
 READY_CAMERA_STATES = ("streaming", "finished")
+# A second signal within this many seconds of the first is the same request.
+SAME_SIGNAL_S = 1.0
 
 
 class Service:
@@ -84,6 +87,7 @@ class Service:
         self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
         self._signals = 0
+        self._first_signal = 0.0  # time.monotonic() of the first signal
 
     def run(self) -> int:
         t = self.config.telemetry
@@ -390,11 +394,18 @@ class Service:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self._signals += 1
         name = signal.Signals(signum).name
+        now = time.monotonic()
+        if self._signals and now - self._first_signal < SAME_SIGNAL_S:
+            # The same request delivered twice (a service manager signalling
+            # every process, a script forwarding what a terminal also sent).
+            log.info("runtime: %s received again; already draining", name)
+            return
+        self._signals += 1
         if self._signals > 1:
             log.warning("runtime: second %s: exiting without draining", name)
             raise SystemExit(130)
+        self._first_signal = now
         log.info("runtime: %s received", name)
         self.stop()
 

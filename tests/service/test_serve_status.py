@@ -4,12 +4,14 @@ redrawn line on a real pseudo-terminal."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 
 import pytest
 
-from tests.support.serve import ServeProcess, service_pipeline, summary
+from streamseg.telemetry.counters import FRAME_COUNTERS
+from tests.support.serve import ServeProcess, metric, service_pipeline, summary
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -57,11 +59,15 @@ def status_lines(proc: ServeProcess) -> list[str]:
     return [m.group(1) for m in re.finditer(r"streamseg\.status: status: (.*)", proc.log)]
 
 
+@pytest.mark.parametrize("model_process", [False, True], ids=["in-process", "own-process"])
 def test_status_lines_when_not_a_terminal(
-    serve: Callable[..., ServeProcess], redis_server: RedisServer
+    serve: Callable[..., ServeProcess], redis_server: RedisServer, model_process: bool
 ) -> None:
+    """The status lines, then the counters by the same names on /readyz, the
+    metrics and the exit summary (``streamseg.telemetry.counters``)."""
     cams = [synthetic("north", 1, 10), synthetic("south", 2, 5)]
-    proc = serve(service_pipeline(cams, {"url": redis_server.url}), status=True)
+    runtime = {"torch_threads": 1, "status_interval": 1.0, "model_process": model_process}
+    proc = serve(service_pipeline(cams, {"url": redis_server.url}, runtime=runtime), status=True)
 
     def both_measured() -> bool:
         return any(
@@ -71,6 +77,16 @@ def test_status_lines_when_not_a_terminal(
 
     proc.wait_for(both_measured, 120, "a status line with fps for both cameras and latency")
     proc.wait_for(lambda: len(status_lines(proc)) >= 5, 30, "more status lines")
+    ready, text = proc.readyz(), proc.get("/metrics")[1]
+    for cam in ("north", "south"):
+        counts = ready["cameras"][cam]["counts"]
+        assert list(counts) == list(FRAME_COUNTERS)  # read, skipped, segmented, published, lost
+        for word in FRAME_COUNTERS:
+            assert metric(text, f"streamseg_frames_{word}_total", camera=cam) is not None or (
+                counts[word] == 0 and word in ("skipped", "lost")  # none counted yet
+            )
+    assert set(ready["sinks"]["redis"]) >= {"published", "lost", "buffered"}
+    assert "dropped" not in json.dumps(ready)  # no word with two meanings
     assert proc.terminate() == 0, proc.tail()
 
     parsed = [parse_status(s) for s in status_lines(proc)]
@@ -106,7 +122,7 @@ def test_status_line_redrawn_on_a_terminal(
         # a draw is the text up to the next clear, with no newline after it.
         return [d for d in proc.output.split(clear) if d.startswith("cam ")]
 
-    proc.wait_for(lambda: any(" fps drop " in d and "p50" in d for d in draws()), 120, "a draw")
+    proc.wait_for(lambda: any(" fps skipped " in d and "p50" in d for d in draws()), 120, "a draw")
     proc.wait_for(lambda: len(draws()) >= 3, 30, "three draws")
     assert proc.terminate() == 0, proc.tail()
 
