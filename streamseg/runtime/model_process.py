@@ -21,17 +21,20 @@ Failures reach the caller at once, never as a silent wait:
 * an exception in the worker (building the model, warm-up, a batch) is
   raised here as it is (a :class:`streamseg.errors.StartupError` keeps its
   field and fix), or as a ``ModelProcessError`` naming its type and message;
-* a worker that ends fails every batch it held with a ``ModelProcessError``
-  saying how it ended (exit code or signal), as soon as its pipe closes;
+* a worker that ends (killed, crashed) is started again at once, with the
+  weights last loaded, and the batches it held are sent to the new one:
+  nothing is lost. A batch sent twice to workers that both ended fails
+  with a ``ModelProcessError`` saying how the last one ended (exit code or
+  signal); so does every batch once ``MAX_ENDED_IN_A_ROW`` workers in a
+  row ended without answering one (it gives up);
 * a worker that answers nothing for ``answer_timeout`` seconds is ended,
-  which fails its batches the same way;
+  and its batches handled the same way;
 * a start that takes long is logged every ``STILL_STARTING_S`` seconds.
 
-A worker that ended is started again at the next batch, with the weights
-last loaded, after a backoff that grows while workers keep ending without
-answering a batch (:attr:`ModelProcess.health` shows it). Hot swap loads
-new weights in the worker; a refused checkpoint raises here as it would in
-process and the old weights stay.
+Workers are started again after a backoff that grows while they keep
+ending without answering a batch (:meth:`ModelProcess.health` shows it).
+Hot swap loads new weights in the worker; a refused checkpoint raises here
+as it would in process and the old weights stay.
 """
 
 from __future__ import annotations
@@ -42,21 +45,24 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import os
-import queue
-import signal
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import Future
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
-import numpy as np
 import torch
 
 from streamseg.config.model import ModelConfig
-from streamseg.runtime.model_worker import ModelProcessError, run_worker, unpack_instances
-from streamseg.types import Frame, FrameBatch, Instances
+from streamseg.runtime.model_worker import (
+    FrameBlocks,
+    ModelProcessError,
+    Pending,
+    forward_logs,
+    how_ended,
+    run_worker,
+    unpack_instances,
+)
+from streamseg.types import FrameBatch, Instances
 
 __all__ = ["ModelProcess", "ModelProcessError", "StartCancelled"]
 
@@ -68,12 +74,12 @@ START_TIMEOUT = 900.0
 STILL_STARTING_S = 30.0
 # Seconds a worker may take to answer one request before it is ended.
 ANSWER_TIMEOUT = 120.0
-# Backoff before starting a worker again, seconds: none for the first that
-# ended, then doubling from the second value for each one more in a row.
-RESTART_BACKOFF = (0.0, 1.0)
+# The longest wait before starting a worker again, seconds (see _backoff).
 MAX_RESTART_BACKOFF = 10.0
-
-Pending = tuple["Future[Any]", int | None, float]  # future, shared memory block, sent at
+# Workers that may end in a row without answering a batch before it gives up.
+MAX_ENDED_IN_A_ROW = 4
+# How often one batch is sent to a worker (once more when the first ended).
+SENDS = 2
 
 
 class StartCancelled(ModelProcessError):
@@ -121,13 +127,16 @@ class ModelProcess:
         self.last_error: str | None = None  # how the last worker ended, or why a start failed
         self._state = "starting"
         self._ended_in_a_row = 0  # workers that ended without answering a batch since
+        self._gave_up: ModelProcessError | None = None
+        self._restarting = False  # a thread is starting a worker again
         self._ended_cpu = 0.0  # all CPU time of workers that ended
         self._worker_cpu = 0.0  # all CPU time of the running worker, at its last answer
         self._ctx = multiprocessing.get_context("spawn")  # never fork a threaded process
         self._cond = threading.Condition()  # guards everything below
-        self._blocks: list[SharedMemory | None] = [None] * self.IN_FLIGHT
+        self._blocks = FrameBlocks(self.IN_FLIGHT)
         self._free = list(range(self.IN_FLIGHT))
         self._pending: collections.deque[Pending] = collections.deque()
+        self._again: list[Pending] = []  # batches of a worker that ended, for the next
         self._weights: str | None = None  # the last hot-swapped checkpoint
         self._proc: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
@@ -151,7 +160,7 @@ class ModelProcess:
         self._logs = self._ctx.Queue()
         self._logs_done = threading.Event()
         self._log_thread = threading.Thread(
-            target=_forward_logs,
+            target=forward_logs,
             args=(self._logs, self._logs_done),
             name="model-process-logs",
             daemon=True,
@@ -175,6 +184,7 @@ class ModelProcess:
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._stop_worker(timeout=0.0 if isinstance(exc, StartCancelled) else 5.0)
             self._state = "failed"
+            self._ended_in_a_row += 1
             raise
         self.class_names = tuple(reply["class_names"])
         self._reader = threading.Thread(
@@ -194,23 +204,18 @@ class ModelProcess:
             if cancel is not None and cancel.is_set():
                 raise StartCancelled("the model's start was cancelled")
             if not proc.is_alive():
-                raise ModelProcessError(f"the model's process {_how_ended(proc)} while starting")
+                raise ModelProcessError(f"the model's process {how_ended(proc)} while starting")
             if now - start > START_TIMEOUT:
                 raise ModelProcessError(f"the model's process did not start in {START_TIMEOUT} s")
             if now - said >= STILL_STARTING_S:
-                said = now
-                log.warning(
-                    "model: its process (pid %d) is still building and warming up the model "
-                    "after %.0f s",
-                    proc.pid,
-                    now - start,
-                )
+                said, took = now, now - start
+                log.warning("model: its process (pid %d) still starts after %.0f s", proc.pid, took)
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError) as exc:
             proc.join(1.0)
             raise ModelProcessError(
-                f"the model's process {_how_ended(proc)} while starting"
+                f"the model's process {how_ended(proc)} while starting"
             ) from exc
         if kind == "error":
             raise payload
@@ -247,21 +252,48 @@ class ModelProcess:
             self._logs = None
 
     def _ensure_running(self) -> None:
-        """Start a new worker if the last one ended (once its answers are all failed),
-        after the backoff of :data:`RESTART_BACKOFF`."""
-        if self._closed:
-            raise ModelProcessError("the model's process is closed")
-        if self._proc is not None and self._proc.is_alive() and self._reading:
-            return
-        while self._pending:  # the reader fails what the ended worker had
+        """Start a new worker if the last one ended (once its answers are all
+        settled), after the backoff of :func:`_backoff`, and send it the
+        batches the last one held; give up after :data:`MAX_ENDED_IN_A_ROW`."""
+        while True:
+            if self._closed:
+                raise ModelProcessError("the model's process is closed")
+            if self._gave_up is not None:
+                raise self._gave_up
+            if self._proc is not None and self._proc.is_alive() and self._reading:
+                return  # (perhaps started again by another thread meanwhile)
+            if not self._pending and not self._restarting:
+                break
+            # The reader settles what the ended worker had; another thread's
+            # restart (which lets go of the lock while it waits) finishes.
             self._cond.wait(0.5)
+        self._restarting = True
+        try:
+            self._restart()
+        except BaseException as exc:
+            again, self._again = self._again, []
+            self._settle_failed(again, exc if isinstance(exc, Exception) else None)
+            raise
+        finally:
+            self._restarting = False
+            self._cond.notify_all()
+
+    def _restart(self) -> None:
         proc = self._proc
         self._stop_worker(timeout=1.0)  # reaps it (kills it if it is still there)
         if proc is not None:
-            self.last_error = self._ended_why or f"the model's process {_how_ended(proc)}"
+            self.last_error = self._ended_why or f"the model's process {how_ended(proc)}"
             self._ended_cpu += self._worker_cpu
             self._worker_cpu = 0.0
-        delay = _backoff(self._ended_in_a_row)
+        if self._ended_in_a_row >= MAX_ENDED_IN_A_ROW:
+            self._state = "failed"
+            self._gave_up = ModelProcessError(
+                f"{self.last_error}; {self._ended_in_a_row} of its processes in a row ended "
+                "without answering a batch: giving up"
+            )
+            log.critical("model: %s", self._gave_up)
+            raise self._gave_up
+        delay = _backoff(self._ended_in_a_row - 1)
         log.error(
             "model: %s; starting it again%s",
             self.last_error,
@@ -273,7 +305,6 @@ class ModelProcess:
             self._cond.wait(left)
         if self._closed:
             raise ModelProcessError("the model's process is closed")
-        self._ended_in_a_row += 1
         self.restarts += 1
         self._start()
         if self._weights is not None:
@@ -283,15 +314,23 @@ class ModelProcess:
                 weights.result(self.answer_timeout + 5)
             finally:
                 self._cond.acquire()
+        again, self._again = self._again, []
+        for entry in again:  # what the last worker held, in the order it was sent
+            entry.sends += 1
+            self._resend(entry)
 
     # -- requests and answers -----------------------------------------------------
     def _send(self, request: tuple[Any, ...], block: int | None) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._pending.append((future, block, time.monotonic()))
+        entry = Pending(Future(), request, block, time.monotonic())
+        self._resend(entry)
+        return entry.future
+
+    def _resend(self, entry: Pending) -> None:
+        entry.sent = time.monotonic()
+        self._pending.append(entry)
         assert self._conn is not None
-        with contextlib.suppress(OSError, ValueError):  # gone: the reader fails it
-            self._conn.send(request)
-        return future
+        with contextlib.suppress(OSError, ValueError):  # gone: the reader settles it
+            self._conn.send(entry.request)
 
     def _read_answers(self, conn: Any, proc: Any) -> None:
         """Settle each request's future as its answer comes, in order; when the
@@ -308,23 +347,45 @@ class ModelProcess:
                 break
             self._settle(kind, payload)
         proc.join(1.0)  # its exit code, for the message
-        why = why or f"the model's process {_how_ended(proc)}"
+        why = why or f"the model's process {how_ended(proc)}"
         with self._cond:
             self._reading, self._ended_why = False, why
-            failed = list(self._pending)
+            self._ended_in_a_row += 1
+            ended = list(self._pending)
             self._pending.clear()
-            for _future, block, _sent in failed:
-                if block is not None:
-                    self._free.append(block)
+            again = [
+                e
+                for e in ended
+                if e.request[0] == "segment" and e.sends < SENDS and not self._closed
+            ]
+            self._again += again
+            failed = [e for e in ended if e not in again]
             self._cond.notify_all()
-        error = ModelProcessError(f"{why} before it answered")
-        for future, _block, _sent in failed:
-            future.set_exception(error)
+        self._settle_failed(failed, ModelProcessError(f"{why} before it answered"))
+        if again:  # started again now, not at the next batch: these must be answered
+            threading.Thread(
+                target=self._start_again, name="model-process-restart", daemon=True
+            ).start()
+
+    def _start_again(self) -> None:
+        with self._cond, contextlib.suppress(Exception):  # the batches were failed with it
+            self._ensure_running()
+
+    def _settle_failed(self, entries: list[Pending], error: Exception | None) -> None:
+        """Fail ``entries`` with ``error`` (default: closed); their blocks are free again."""
+        error = error or ModelProcessError("the model's process is closed")
+        with self._cond:
+            for entry in entries:
+                if entry.block is not None:
+                    self._free.append(entry.block)
+            self._cond.notify_all()
+        for entry in entries:
+            entry.future.set_exception(error)
 
     def _overdue(self, proc: Any) -> str | None:
         """End a worker whose oldest request waits longer than ``answer_timeout``."""
         with self._cond:
-            sent = self._pending[0][2] if self._pending else None
+            sent = self._pending[0].sent if self._pending else None
         if sent is None or time.monotonic() - sent <= self.answer_timeout:
             return None
         why = f"the model's process answered nothing for {self.answer_timeout:.0f} s; ended it"
@@ -336,9 +397,10 @@ class ModelProcess:
         with self._cond:
             if not self._pending:
                 return
-            future, block, _sent = self._pending.popleft()
-            if block is not None:
-                self._free.append(block)
+            entry = self._pending.popleft()
+            future = entry.future
+            if entry.block is not None:
+                self._free.append(entry.block)
             if kind == "ok":
                 self._worker_cpu = float(payload.get("process_cpu", self._worker_cpu))
                 rss = float(payload.get("peak_rss_mb", 0.0))
@@ -373,7 +435,7 @@ class ModelProcess:
                 self._ensure_running()
             block = self._free.pop()
             try:
-                header = self._write(block, batch.frames)
+                header = self._blocks.write(block, batch.frames)
             except BaseException:
                 self._free.append(block)
                 raise
@@ -404,11 +466,9 @@ class ModelProcess:
             self._cond.notify_all()  # a restart's backoff ends
             self._stop_worker()
             self._state = "closed"
-            for i, shm in enumerate(self._blocks):
-                if shm is not None:
-                    shm.close()
-                    shm.unlink()
-                    self._blocks[i] = None
+            again, self._again = self._again, []
+            self._settle_failed(again, None)
+            self._blocks.close()
 
     def process_cpu_seconds(self) -> float:
         """CPU seconds of the model's processes so far (every thread), as of their last answer."""
@@ -426,63 +486,11 @@ class ModelProcess:
         state = self._state
         if state == "running" and not self._reading:
             state = "restarting"  # ended; the next batch starts it again
-        return {
-            "pid": self.pid(),
-            "state": state,
-            "restarts": self.restarts,
-            "last_error": self.last_error,
-        }
-
-    # -- frames into shared memory --------------------------------------------------------
-    def _write(self, index: int, frames: Sequence[Frame]) -> dict[str, Any]:
-        images = [f.image if f.image.device.type == "cpu" else f.image.cpu() for f in frames]
-        arrays = [np.ascontiguousarray(img.numpy()) for img in images]
-        need = sum(a.nbytes for a in arrays)
-        shm = self._blocks[index]
-        if shm is None or shm.size < need:
-            if shm is not None:
-                shm.close()
-                shm.unlink()
-            shm = self._blocks[index] = SharedMemory(create=True, size=max(need, 1 << 20) * 2)
-        offset, layout = 0, []
-        for a in arrays:
-            block = np.ndarray((a.nbytes,), np.uint8, buffer=shm.buf, offset=offset)
-            block[:] = a.reshape(-1).view(np.uint8)
-            layout.append((offset, a.shape, a.dtype.str))
-            offset += a.nbytes
-        meta = [(f.camera_id, f.seq, f.pts, f.capture_time, f.camera_time) for f in frames]
-        return {"shm": shm.name, "layout": layout, "frames": meta}
-
-
-def _how_ended(proc: Any) -> str:
-    """``ended (exit code 70)``, ``ended (killed by SIGKILL)``, or ``ended``."""
-    code = proc.exitcode
-    if code is None:
-        return "ended"
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"ended (killed by {signal.Signals(-code).name})"
-    return f"ended (exit code {code})"
+        info = {"pid": self.pid(), "state": state, "restarts": self.restarts}
+        return {**info, "last_error": self.last_error}
 
 
 def _backoff(ended_in_a_row: int) -> float:
-    """Seconds to wait before starting a worker after ``ended_in_a_row`` ended before it."""
-    if ended_in_a_row < len(RESTART_BACKOFF):
-        return RESTART_BACKOFF[ended_in_a_row]
-    extra = ended_in_a_row - len(RESTART_BACKOFF) + 1
-    return float(min(MAX_RESTART_BACKOFF, RESTART_BACKOFF[-1] * 2**extra))
-
-
-def _forward_logs(logs: Any, done: threading.Event) -> None:
-    """Hand the worker's log records to this process's loggers; once ``done``
-    is set, return when none is waiting."""
-    while True:
-        try:
-            record = logs.get(timeout=0.2)
-        except queue.Empty:
-            if done.is_set():
-                return
-            continue
-        except Exception:  # a record cut short by a killed worker, a closed queue
-            return
-        logging.getLogger(record.name).handle(record)
+    """Seconds to wait before starting a worker after ``ended_in_a_row`` ended before it:
+    none after the first, then 1, 2, 4 ... up to ``MAX_RESTART_BACKOFF``."""
+    return 0.0 if ended_in_a_row <= 0 else min(MAX_RESTART_BACKOFF, 2.0 ** (ended_in_a_row - 1))

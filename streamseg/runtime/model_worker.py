@@ -1,10 +1,15 @@
-"""The model's own process (``runtime.model_process``): the worker side.
+"""The model's own process (``runtime.model_process``): the worker, and what crosses to it.
 
 :class:`streamseg.runtime.model_process.ModelProcess` starts :func:`run_worker`
-in a spawned process. The worker builds the model as ``serve`` does in
-process (weights, backend, warm-up), answers ``("ok", {"class_names"})`` or
-``("error", exc)``, then serves requests from its pipe, one at a time, in
-order: ``("segment", header)`` (the frames are in a shared memory block the
+in a spawned process. Frames go to it through shared memory blocks the
+parent owns (:class:`FrameBlocks` writes them, the worker reads them),
+instances come back as numpy arrays (:func:`pack_instances`), log records
+through a queue (:func:`forward_logs` hands them to the parent's handlers).
+
+The worker builds the model as ``serve`` does in process (weights,
+backend, warm-up), answers ``("ok", {"class_names"})`` or ``("error",
+exc)``, then serves requests from its pipe, one at a time, in order:
+``("segment", header)`` (the frames are in a shared memory block the
 parent wrote), ``("load_weights", path)``, ``("warm_up",)``, ``("close",)``.
 
 Its life is tied to its parent's:
@@ -27,15 +32,20 @@ An exception is sent back as it is when it survives pickling
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import logging.handlers
 import multiprocessing.connection
 import os
 import pickle
+import queue
 import signal
 import threading
 import time
 import traceback
+from collections.abc import Sequence
+from concurrent.futures import Future
+from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
 import numpy as np
@@ -46,7 +56,16 @@ from streamseg.errors import StartupError
 from streamseg.runtime.memory import keep_heap_memory
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 
-__all__ = ["ModelProcessError", "pack_instances", "run_worker", "unpack_instances"]
+__all__ = [
+    "FrameBlocks",
+    "ModelProcessError",
+    "Pending",
+    "forward_logs",
+    "how_ended",
+    "pack_instances",
+    "run_worker",
+    "unpack_instances",
+]
 
 # Shared memory blocks a worker keeps open (the parent's in-flight blocks and
 # the ones they replaced when they grew).
@@ -96,6 +115,17 @@ def run_worker(
         for shm in blocks.values():
             shm.close()
         segmenter.close()
+
+
+def how_ended(proc: Any) -> str:
+    """``ended (exit code 70)``, ``ended (killed by SIGKILL)``, or ``ended``."""
+    code = proc.exitcode
+    if code is None:
+        return "ended"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"ended (killed by {signal.Signals(-code).name})"
+    return f"ended (exit code {code})"
 
 
 def _tie_to_parent(parent: int) -> None:
@@ -166,10 +196,76 @@ def _reply_error(conn: multiprocessing.connection.Connection, exc: BaseException
         conn.send(("error", exc))
 
 
+@dataclasses.dataclass
+class Pending:
+    """A request sent to a worker and not answered yet (``block``: its frames'
+    shared memory block; ``sends``: to how many workers it was sent)."""
+
+    future: Future[Any]
+    request: tuple[Any, ...]
+    block: int | None
+    sent: float  # time.monotonic()
+    sends: int = 1
+
+
+class FrameBlocks:
+    """The parent's shared memory blocks, one per batch in flight (grown when needed).
+
+    ``write(index, frames)`` copies a batch's images into block ``index`` and
+    returns the header the worker rebuilds the batch from; ``close()``
+    unlinks them all.
+    """
+
+    def __init__(self, count: int) -> None:
+        self._blocks: list[SharedMemory | None] = [None] * count
+
+    def names(self) -> list[str]:
+        return [b.name for b in self._blocks if b is not None]
+
+    def write(self, index: int, frames: Sequence[Frame]) -> dict[str, Any]:
+        images = [f.image if f.image.device.type == "cpu" else f.image.cpu() for f in frames]
+        arrays = [np.ascontiguousarray(img.numpy()) for img in images]
+        need = sum(a.nbytes for a in arrays)
+        shm = self._blocks[index]
+        if shm is None or shm.size < need:
+            if shm is not None:
+                shm.close()
+                shm.unlink()
+            shm = self._blocks[index] = SharedMemory(create=True, size=max(need, 1 << 20) * 2)
+        offset, layout = 0, []
+        for a in arrays:
+            block = np.ndarray((a.nbytes,), np.uint8, buffer=shm.buf, offset=offset)
+            block[:] = a.reshape(-1).view(np.uint8)
+            layout.append((offset, a.shape, a.dtype.str))
+            offset += a.nbytes
+        meta = [(f.camera_id, f.seq, f.pts, f.capture_time, f.camera_time) for f in frames]
+        return {"shm": shm.name, "layout": layout, "frames": meta}
+
+    def close(self) -> None:
+        for i, shm in enumerate(self._blocks):
+            if shm is not None:
+                shm.close()
+                shm.unlink()
+                self._blocks[i] = None
+
+
+def forward_logs(logs: Any, done: threading.Event) -> None:
+    """Hand the worker's log records to this process's loggers; once ``done``
+    is set, return when none is waiting."""
+    while True:
+        try:
+            record = logs.get(timeout=0.2)
+        except queue.Empty:
+            if done.is_set():
+                return
+            continue
+        except Exception:  # a record cut short by a killed worker, a closed queue
+            return
+        logging.getLogger(record.name).handle(record)
+
+
 def _attach(blocks: dict[str, Any], name: str) -> Any:
     """The parent's block ``name``, opened once; blocks it replaced are closed."""
-    from multiprocessing.shared_memory import SharedMemory
-
     shm = blocks.get(name)
     if shm is None:
         while len(blocks) >= OPEN_BLOCKS:  # the oldest was replaced

@@ -57,7 +57,9 @@ def test_a_failing_model_is_reported_then_stops_serve_with_its_error(
 ) -> None:
     """In process, forward pass 4 raises, passes 5 to 19 work, then every pass
     raises. The model's own process dies at its first batch (exit code 70),
-    every time it is started again (the count starts again with it)."""
+    every time it is started again (the count starts again with it): each
+    batch goes to two processes, both die, and it fails; after four processes
+    in a row it gives up."""
     faults = "1+=exit" if model_process else "4=raise,20+=raise"
     proc = serve(_config(tmp_path, redis_server, faults, model_process))
 
@@ -91,7 +93,7 @@ def test_a_failing_model_is_reported_then_stops_serve_with_its_error(
     log = proc.log
     assert "the model failed 5 batches in a row" in log
     if model_process:
-        error = f"ModelProcessError: {ENDED} before it answered"
+        error = f"ModelProcessError: {ENDED}; 4 of its processes in a row ended without answering"
         assert f"model: {ENDED}; starting it again in 1 s" in log  # the restarts back off
     else:
         error = f"{FAULT} 24"
