@@ -142,14 +142,9 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
 
 
 def _class_issues(config: PipelineConfig, class_names: tuple[str, ...]) -> list[ConfigIssue]:
-    from streamseg.track.rules.base import class_ids
+    from streamseg.track.rules.engine import rule_class_problems
 
-    issues = []
-    for cid, cam in config.alerts.cameras.items():
-        for i, rule in enumerate(cam.rules):
-            try:
-                class_ids(rule.classes, class_names, f"rule {rule.name!r}")
-            except ValueError as exc:
-                loc = ("alerts", "cameras", cid, "rules", i, "classes")
-                issues.append(ConfigIssue(str(exc), loc))
-    return issues
+    return [
+        ConfigIssue(str(exc), ("alerts", "cameras", cid, "rules", i, "classes"))
+        for cid, i, exc in rule_class_problems(config.alerts, class_names)
+    ]

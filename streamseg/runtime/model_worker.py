@@ -92,13 +92,28 @@ def run_worker(
     level: int,
     parent: int,
 ) -> None:
-    """The worker process's main function (``parent``: the parent's pid)."""
+    """The worker process's main function (``parent``: the parent's pid).
+
+    It ends with ``os._exit`` once its log records are flushed: nothing in it
+    needs the interpreter's teardown, which takes seconds with torch loaded
+    (start-up's "exit within 5 s" waits for it).
+    """
     _tie_to_parent(parent)
     root = logging.getLogger()
     root.handlers[:] = [logging.handlers.QueueHandler(logs)]
     root.setLevel(level)
     keep_heap_memory()
     torch.set_num_threads(threads)
+    try:
+        _build_and_serve(conn, model)
+    finally:
+        with contextlib.suppress(Exception):
+            logs.close()
+            logs.join_thread()  # the records still on their way to the parent
+        os._exit(0)
+
+
+def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelConfig) -> None:
     try:
         from streamseg.runtime.factory import build_segmenter
 

@@ -221,6 +221,10 @@ class Service:
         keep_heap_memory()  # before the model's first batch (runtime/memory.py)
         torch.set_num_threads(self.config.runtime.inference_threads())
         check_rules_early(self.config)
+        if self.config.tracking.enabled or self.config.alerts.enabled:
+            # Its imports (the native ops) take seconds: paid before the model
+            # starts, so that a rule the built model cannot run stops serve at once.
+            import streamseg.track.stage  # noqa: F401
         with contextlib.ExitStack() as built:
             try:
                 segmenter = build_model_stage(self.config, cancel=self._stop)

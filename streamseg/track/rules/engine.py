@@ -26,7 +26,14 @@ from streamseg.track.rules.zones import ZoneState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
-__all__ = ["CameraRules", "RuleContext", "RuleError", "check_rule_classes", "rule_class"]
+__all__ = [
+    "CameraRules",
+    "RuleContext",
+    "RuleError",
+    "check_rule_classes",
+    "rule_class",
+    "rule_class_problems",
+]
 
 
 class RuleError(StartupError, ValueError):
@@ -147,16 +154,30 @@ class CameraRules:
         return segment, 1 if line.in_side == "right" else -1
 
 
-def check_rule_classes(alerts: cfg.AlertsConfig, class_names: Sequence[str]) -> None:
-    """Raise ``RuleError`` for the first rule naming a class not in ``class_names``.
+def rule_class_problems(
+    alerts: cfg.AlertsConfig, class_names: Sequence[str]
+) -> list[tuple[str, int, RuleError]]:
+    """``(camera, rule index, error)`` of every rule naming a class not in ``class_names``.
 
-    What building the rules checks, without building them: ``serve`` asks
-    before it starts the model when the classes are known from the config
-    or the checkpoint alone.
+    What building the rules checks, without building them: ``check`` lists
+    them all, ``serve`` asks before it starts the model when the classes
+    are known from the config or the checkpoint alone.
     """
+    out = []
     for cid, cam in alerts.cameras.items():
         for i, rule in enumerate(cam.rules):
-            _labels(rule, class_names, f"alerts.cameras.{cid}.rules[{i}].classes")
+            try:
+                _labels(rule, class_names, f"alerts.cameras.{cid}.rules[{i}].classes")
+            except RuleError as exc:
+                out.append((cid, i, exc))
+    return out
+
+
+def check_rule_classes(alerts: cfg.AlertsConfig, class_names: Sequence[str]) -> None:
+    """Raise the ``RuleError`` of the first rule naming a class not in ``class_names``."""
+    problems = rule_class_problems(alerts, class_names)
+    if problems:
+        raise problems[0][2]
 
 
 def _labels(rule: cfg.RuleConfig, class_names: Sequence[str], field: str) -> Any:
