@@ -15,7 +15,6 @@ import json
 import random
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,10 +25,9 @@ import torch
 from streamseg.cli import main
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.models.trained import load_trained_model
-from tests.conftest import REPO
 from tests.segment.backend_cases import write_checkpoint
 from tests.segment.conftest import SMALL
-from tests.support.servers import cli_env
+from tests.support.processes import ended
 
 HAS_GPU = torch.cuda.is_available()
 SCENE = "synthetic://?seed=1&width=160&height=96&frames=4"
@@ -304,68 +302,11 @@ def test_serve_stops_on_the_mistake(  # type: ignore[no-untyped-def]
     assert bool(workers) <= model_process
     if name == "rule_class_the_model_lacks":  # the checkpoint names its classes: found first
         assert not workers, "a model process was started for a rule that cannot run"
-    assert not [pid for pid in workers if _alive(pid)], "a model process outlived serve"
+    assert all(ended(pid, 2.0) for pid in workers), "a model process outlived serve"
     if name == "weights_text":  # the loader's own words, across the model's process too
         with pytest.raises(CheckpointError) as owner:
             load_trained_model(str(weights["text"]), arch="maskrcnn_small")
         assert f"streamseg: error: model.weights: {owner.value}\n" in proc.stderr
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
-
-
-def test_check_without_model_skips_the_weights(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(_pipeline(model={"weights": str(weights["text"])})))
-    assert cli("check", str(path), "--no-model").returncode == 0
-    assert cli("check", str(path)).returncode == 2
-
-
-def test_check_lists_every_startup_problem_at_once(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "pipeline.yaml"
-    cameras = [
-        {"id": "a", "url": "v4l2:///dev/video77"},
-        {"id": "b", "url": "synthetic://?sed=1"},
-    ]
-    path.write_text(json.dumps(_pipeline(cameras=cameras)))
-    proc = cli("check", str(path))
-    assert proc.returncode == 2
-    assert "cameras[0].url" in proc.stderr and "cameras[1].url" in proc.stderr
-    assert "2 errors" in proc.stderr
-
-
-def _run_without_dali(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a Python where ``import nvidia.dali`` fails, as where DALI is not installed.
-
-    ``sys.modules[name] = None`` is Python's own way to make an import fail;
-    no streamseg code is replaced.
-    """
-    code = (
-        "import sys; sys.modules['nvidia.dali'] = None\n"
-        "from streamseg.cli import main\n"
-        "raise SystemExit(main(sys.argv[1:]))\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=cli_env(),
-        cwd=REPO,
-    )
-
-
-@pytest.mark.parametrize("command", ["check", "serve"])
-def test_dali_not_installed(tmp_path: Path, command: str) -> None:
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(_pipeline(cameras=[{"id": "cam", "url": SCENE, "decode": "dali"}])))
-    proc = _run_without_dali(command, str(path))
-    _assert_usage_error(proc, "cameras[0].decode", ["DALI is not installed", "decode: pyav"])
 
 
 @pytest.mark.parametrize("model_process", list(MODES), ids=list(MODES.values()))

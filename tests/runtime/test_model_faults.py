@@ -10,7 +10,6 @@ again after a backoff; a worker ends with its parent, even mid-start.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
@@ -22,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from streamseg.config import load_pipeline
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.errors import StartupError
 from streamseg.ingest.spec import SourceError
@@ -43,7 +41,8 @@ from streamseg.track.rules.engine import RuleError
 from streamseg.types import Frame, FrameBatch
 from tests.conftest import REPO
 from tests.support.checkpoints import random_checkpoint
-from tests.support.serve import service_pipeline
+from tests.support.processes import children, ended
+from tests.support.serve import scene_pipeline
 from tests.support.servers import RedisServer, cli_env
 
 URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
@@ -53,18 +52,15 @@ FAULT = "RuntimeError: maskrcnn_small_faulty: fault injected on forward pass"
 
 def _config(tmp_path: Path, redis: RedisServer, faults: str, model_process: bool) -> PipelineConfig:
     weights = random_checkpoint(tmp_path / "faulty.pth", 0, faults=faults)
-    runtime = {"torch_threads": 1, "model_process": model_process}
-    tree = service_pipeline([{"id": "scene", "url": URL}], {"url": redis.url}, runtime=runtime)
-    tree["model"] = {
-        "arch": "maskrcnn_small_faulty",
-        "weights": str(weights),
-        "batch_size": 2,
-        "max_wait_ms": 1000,  # full batches: two frames each
-    }
-    tree["tracking"] = {"enabled": False}
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(tree))
-    return load_pipeline(path)
+    config: PipelineConfig = scene_pipeline(
+        tmp_path,
+        redis.url,
+        weights,
+        url=URL,
+        arch="maskrcnn_small_faulty",
+        model_process=model_process,
+    )
+    return config
 
 
 def _run(config: PipelineConfig, frames: int) -> Pipeline:
@@ -213,29 +209,11 @@ time.sleep(600)
 
 def _workers(pid: int) -> list[int]:
     """``pid``'s children that run a spawned process's main (not its resource tracker)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if ppid == pid and b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.1)
-    return False
+    return [
+        child
+        for child, cmd in children(pid)
+        if b"spawn_main" in cmd and b"resource_tracker" not in cmd
+    ]
 
 
 def test_a_worker_still_starting_ends_with_its_parent_and_on_sigterm(tmp_path: Path) -> None:
@@ -263,7 +241,7 @@ def test_a_worker_still_starting_ends_with_its_parent_and_on_sigterm(tmp_path: P
                 parent.kill()
             else:
                 os.kill(worker, signal.SIGTERM)
-            assert _gone(worker, 10), f"{how}: the worker is still there"
+            assert ended(worker, 10), f"{how}: the worker is still there"
         finally:
             parent.kill()
             parent.wait(10)

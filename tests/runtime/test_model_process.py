@@ -25,7 +25,8 @@ from streamseg.runtime.model_process import ModelProcess, ModelProcessError
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 from tests.support.checkpoints import NAMES, random_checkpoint
-from tests.support.serve import service_pipeline
+from tests.support.processes import ended
+from tests.support.serve import scene_pipeline
 from tests.support.servers import RedisServer
 
 URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
@@ -62,20 +63,6 @@ def weights(tmp_path: Path) -> tuple[Path, Path]:
 
 def _model(path: Path) -> ModelConfig:
     return ModelConfig(arch="maskrcnn_small", weights=str(path), batch_size=2)
-
-
-def _no_process(pid: int, timeout: float = 10.0) -> bool:
-    """``pid`` ended (gone, or a zombie its parent has not reaped yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_same_instances_swap_and_restart(
@@ -127,7 +114,7 @@ def test_same_instances_swap_and_restart(
         os.kill(pid, signal.SIGKILL)
         for x, y in zip(in_flight.result(120), local.segment(batches[2]), strict=True):
             _same(x, y)
-        assert _no_process(pid)
+        assert ended(pid)
         assert proc.restarts == 1 and proc.pid() not in (None, pid)
         assert proc.health()["last_error"] == "the model's process ended (killed by SIGKILL)"
         local.close()
@@ -135,7 +122,7 @@ def test_same_instances_swap_and_restart(
         last = proc.pid()
         blocks = proc._blocks.names()
         proc.close()
-    assert last is not None and _no_process(last), "close() ends the worker"
+    assert last is not None and ended(last), "close() ends the worker"
     assert blocks and not any(Path("/dev/shm", b.lstrip("/")).exists() for b in blocks)
     with pytest.raises(ModelProcessError, match="closed"):
         proc.segment(batches[0])
@@ -172,19 +159,7 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     started and gets the batches the killed one held, then the rest."""
     a, _b = weights
     frames = 60
-    cams = [{"id": "scene", "url": URL}]
-    runtime = {"torch_threads": 1, "model_process": True}
-    config_tree = service_pipeline(cams, {"url": redis_server.url}, runtime=runtime)
-    config_tree["model"] = {
-        "arch": "maskrcnn_small",
-        "weights": str(a),
-        "batch_size": 2,
-        "max_wait_ms": 1000,  # full batches: two frames each
-    }
-    config_tree["tracking"] = {"enabled": False}
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(config_tree))
-    config = load_pipeline(path)
+    config = scene_pipeline(tmp_path, redis_server.url, a, url=URL)
     scene = SyntheticScene.from_url(URL)
     images = [scene.frame(i).image for i in range(frames)]
     model = build_model_stage(config)
@@ -212,7 +187,7 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
         model.close()
     stats = pipeline.stats.snapshot()["scene"]
     assert pipeline.failure is None
-    assert model.restarts == 1 and _no_process(first)
+    assert model.restarts == 1 and ended(first)
     assert (stats.lost, stats.skipped, stats.published) == (0, 0, frames)
     assert pipeline.segment_stage.health()["failed_batches"] == 0
     messages = [

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import children, ended
 from tests.support.serve import REPO, ServeProcess, summary
 from tests.support.servers import RedisServer, cli_env, free_port
 
@@ -55,35 +56,6 @@ def _pipeline(folder: Path, http_port: int, redis_url: str, model_process: bool)
     return path
 
 
-def _children(pid: int) -> list[tuple[int, bytes]]:
-    """``(pid, command line)`` of every child of ``pid``."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if ppid == pid:
-            out.append((int(stat.parent.name), cmdline))
-    return out
-
-
-def _alive(pid: int, within: float = 10.0) -> bool:
-    """``pid`` still runs ``within`` seconds from now (a zombie has ended)."""
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return False
-        if state in ("Z", "X"):
-            return False
-        if time.monotonic() > deadline:
-            return True
-        time.sleep(0.1)
-
-
 def _published(proc: ServeProcess, at_least: int) -> None:
     def enough() -> bool:
         ready = proc.readyz()
@@ -104,23 +76,19 @@ def test_demo_script_forwards_the_signal_and_stops_its_redis_last(
     redis_port, http_port = free_port(), free_port()
     path = _pipeline(tmp_path, http_port, "${STREAMSEG_REDIS_URL}", model_process)
     env = {**cli_env(), "STREAMSEG_SKIP_SETUP": "1", "STREAMSEG_REDIS_PORT": str(redis_port)}
-    demo = ServeProcess(None, tmp_path, path=path, http_port=http_port, env=env)
-    demo.proc = subprocess.Popen(
-        ["scripts/demo.sh", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=demo.env,
-        cwd=REPO,
-        start_new_session=True,
-    )
-    import threading
-
-    threading.Thread(target=demo._pump, daemon=True).start()
+    demo = ServeProcess(
+        None,
+        tmp_path,
+        path=path,
+        http_port=http_port,
+        env=env,
+        command=["scripts/demo.sh", str(path)],
+    ).start()
     try:
         _published(demo, 6)
-        serve = [pid for pid, cmd in _children(demo.proc.pid) if b"serve" in cmd]
-        assert len(serve) == 1, _children(demo.proc.pid)
+        assert demo.proc is not None
+        serve = [pid for pid, cmd in children(demo.proc.pid) if b"serve" in cmd]
+        assert len(serve) == 1, children(demo.proc.pid)
         worker = demo.readyz()["model"].get("process", {}).get("pid")
         redis_pid = int(Path(f"/tmp/streamseg-demo-redis-{redis_port}.pid").read_text())
         os.kill(demo.proc.pid, sig)  # the script only, as `kill` or a service manager does
@@ -134,7 +102,7 @@ def test_demo_script_forwards_the_signal_and_stops_its_redis_last(
     counts = summary(log, "cam")
     assert counts["lost"] == 0 and counts["read"] == counts["published"] + counts["skipped"]
     assert counts["published"] >= 6
-    assert not [p for p in (serve[0], redis_pid, worker) if p is not None and _alive(p)]
+    assert all(ended(p) for p in (serve[0], redis_pid, worker) if p is not None)
 
 
 def _entrypoint() -> list[str]:
@@ -190,23 +158,12 @@ def test_container_entrypoint_as_process_one_drains_on_sigterm(
     probe = subprocess.run([*as_pid_one[:4], "true"], capture_output=True) if unshare else None
     if probe is not None and probe.returncode != 0:
         pytest.skip(f"no PID namespace here: {probe.stderr.decode().strip()}")
-    proc = ServeProcess(None, tmp_path, path=path, http_port=http_port)
-    proc.proc = subprocess.Popen(
-        as_pid_one,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=proc.env,
-        cwd=REPO,
-        start_new_session=True,
-    )
-    import threading
-
-    threading.Thread(target=proc._pump, daemon=True).start()
+    proc = ServeProcess(None, tmp_path, path=path, http_port=http_port, command=as_pid_one).start()
     try:
         _published(proc, 6)
         # serve is the namespace's process 1: unshare's one child.
-        serve = [pid for pid, cmd in _children(proc.proc.pid) if b"serve" in cmd]
+        assert proc.proc is not None
+        serve = [pid for pid, cmd in children(proc.proc.pid) if b"serve" in cmd]
         serve_pid = serve[0] if unshare else proc.proc.pid
         t0 = time.monotonic()
         os.kill(serve_pid, signal.SIGTERM)

@@ -34,6 +34,7 @@ __all__ = [
     "detections",
     "metric",
     "metric_sum",
+    "scene_pipeline",
     "service_pipeline",
     "summary",
 ]
@@ -75,6 +76,34 @@ def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sec
     return config
 
 
+def scene_pipeline(
+    folder: Path,
+    redis_url: str,
+    weights: Path,
+    *,
+    url: str,
+    arch: str = "maskrcnn_small",
+    model_process: bool = True,
+) -> Any:
+    """A loaded ``PipelineConfig`` for pipeline tests: camera ``scene`` at ``url``,
+    ``weights`` of ``arch`` in full batches of two frames, one torch thread, no
+    tracking; written to ``folder/pipeline.yaml`` first."""
+    from streamseg.config import load_pipeline
+
+    runtime = {"torch_threads": 1, "model_process": model_process}
+    tree = service_pipeline([{"id": "scene", "url": url}], {"url": redis_url}, runtime=runtime)
+    tree["model"] = {
+        "arch": arch,
+        "weights": str(weights),
+        "batch_size": 2,
+        "max_wait_ms": 1000,  # full batches: two frames each
+    }
+    tree["tracking"] = {"enabled": False}
+    path = folder / "pipeline.yaml"
+    path.write_text(json.dumps(tree))
+    return load_pipeline(path)
+
+
 class ServeProcess:
     """One ``streamseg serve`` subprocess.
 
@@ -90,6 +119,9 @@ class ServeProcess:
         terminal: ``(rows, columns)``: run on a new pseudo-terminal of that
             size (stdin, stdout and stderr), as in an interactive shell;
             ``output`` then holds every byte it wrote, escape codes included.
+        command: run this instead of ``python -m streamseg serve PATH``
+            (``scripts/demo.sh PATH``, serve as process 1 of a PID
+            namespace); it must serve ``path`` on ``http_port``.
     """
 
     def __init__(
@@ -103,6 +135,7 @@ class ServeProcess:
         args: tuple[str, ...] = ("--log-level", "INFO"),
         status: bool = False,
         terminal: tuple[int, int] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.http_port = http_port or free_port()
         if path is None:
@@ -117,6 +150,7 @@ class ServeProcess:
         self.args = args
         self.status = status
         self.terminal = terminal
+        self.command = command
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._raw: list[str] = []
@@ -130,7 +164,7 @@ class ServeProcess:
         if self.terminal is not None:
             return self._start_on_terminal([*cmd, *self.args], *self.terminal)
         self.proc = subprocess.Popen(
-            [*cmd, *self.args],
+            self.command or [*cmd, *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
