@@ -176,3 +176,27 @@ def test_container_entrypoint_as_process_one_drains_on_sigterm(
     counts = summary(log, "cam")
     assert counts["lost"] == 0 and counts["read"] == counts["published"] + counts["skipped"]
     assert stopped_in < min(_grace_seconds().values()), stopped_in  # not killed by the grace
+
+
+def test_sigterm_while_the_models_process_starts_ends_both(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The model's warm-up hangs (maskrcnn_small_faulty, forward pass 0): SIGTERM
+    while its own process starts cancels the start, ends that process and exits 0."""
+    from tests.support.checkpoints import random_checkpoint
+
+    http_port = free_port()
+    path = _pipeline(tmp_path, http_port, redis_server.url, model_process=True)
+    config = json.loads(path.read_text())
+    weights = random_checkpoint(tmp_path / "hang.pth", 0, faults="0=hang")
+    config["model"].update(arch="maskrcnn_small_faulty", weights=str(weights))
+    path.write_text(json.dumps(config))
+    proc = ServeProcess(None, tmp_path, path=path, http_port=http_port).start()
+    try:
+        proc.wait_for(lambda: "model: loading" in proc.log, 120, "the model's process loading")
+        worker = int(re.findall(r"started its own process \(pid (\d+)\)", proc.log)[0])
+        assert proc.terminate(60) == 0, proc.tail()
+    finally:
+        proc.kill()
+    assert "runtime: SIGTERM received" in proc.log and "Traceback" not in proc.log
+    assert ended(worker, 2.0)
