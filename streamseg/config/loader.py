@@ -185,21 +185,22 @@ def _camera_checks(cameras: list[Any], base_dir: Path) -> list[ConfigIssue]:
             )
         if isinstance(cid, str):
             seen.setdefault(cid, i)
-        if isinstance(url, str) and url.strip():
+        if isinstance(url, str) and url.strip() and "://" not in url:
+            # A plain path, relative to this file: whether it is there is read
+            # here (the others at start-up, streamseg.cli.startup).
             who = cid if isinstance(cid, str) else f"cameras[{i}]"
             issues += _camera_exists(url, who, i, base_dir)
     return issues
 
 
 def _camera_exists(url: str, camera_id: str, index: int, base_dir: Path) -> list[ConfigIssue]:
-    """Whether the file or device a camera URL names is there, as ingest decides
-    (``SourceSpec.check_exists``, the one owner of the question); relative
-    paths start at the pipeline.yaml's folder. A bad URL is the URL
-    validator's to report."""
+    """Whether the file or device a plain camera path names is there, as ingest
+    decides (``SourceSpec.check_exists``, the one owner of the question: a
+    bare ``/dev/videoN`` is a V4L2 device); relative paths start at the
+    pipeline.yaml's folder. A bad URL is the URL validator's to report."""
     from streamseg.ingest.spec import SourceError, parse_source_url
 
-    if "://" not in url:
-        url = str(resolve_path(url.strip(), base_dir))
+    url = str(resolve_path(url.strip(), base_dir))
     try:
         spec = parse_source_url(url, camera_id=None)
     except SourceError:
@@ -207,8 +208,11 @@ def _camera_exists(url: str, camera_id: str, index: int, base_dir: Path) -> list
     try:
         spec.check_exists(camera_id)
     except SourceError as exc:
-        hint = f"relative paths start at {base_dir}" if "://" not in url else None
-        return [ConfigIssue(str(exc), loc=("cameras", index, "url"), hint=hint)]
+        return [
+            ConfigIssue(
+                str(exc), loc=("cameras", index, "url"), hint=f"relative paths start at {base_dir}"
+            )
+        ]
     return []
 
 
