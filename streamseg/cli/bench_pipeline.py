@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
     """The figures of the pipeline's own model (``--model config``)."""
     from streamseg.runtime import bench
+    from streamseg.runtime.bench_live import run_live
     from streamseg.runtime.factory import build_model_stage
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +174,7 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
                     if args.viewers
                     else None
                 )
-                live = bench.run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
+                live = run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
         finally:
             segmenter.close()  # the model's own process, when it has one, ends here
     extra = {
