@@ -54,7 +54,13 @@ def test_default_pipeline_serves(
     assert found_pid, proc.tail()
     worker = Path(f"/proc/{found_pid.group(1)}")
     assert worker.exists()
-    assert proc.readyz()["model"]["process"] == {"pid": int(found_pid.group(1)), "restarts": 0}
+    process = proc.readyz()["model"]["process"]
+    assert process == {
+        "pid": int(found_pid.group(1)),
+        "state": "running",
+        "restarts": 0,
+        "last_error": None,
+    }
     assert proc.terminate() == 0, proc.tail()
     assert "Traceback" not in proc.log
     assert not worker.exists() or worker.joinpath("stat").read_text().split(") ")[1][0] in "ZX"

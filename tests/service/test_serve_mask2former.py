@@ -52,7 +52,8 @@ def test_mask2former_camera_into_redis(
     client = redis_server.client()
     proc.wait_for(lambda: len(detections(client, "cam")) >= 6, 120, "6 detections messages")
     r = proc.readyz()
-    assert r["http_status"] == 200 and r["model"] == {"loaded": True, "arch": "mask2former_tiny"}
+    assert r["http_status"] == 200 and r["model"]["arch"] == "mask2former_tiny"
+    assert r["model"]["loaded"] and r["model"]["state"] == "running"
 
     validator = jsonschema.Draft202012Validator(load_schema("detections"))
     messages = detections(client, "cam")

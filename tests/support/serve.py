@@ -76,6 +76,15 @@ def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sec
     return config
 
 
+def _default_signals() -> None:
+    """In the child before it runs: SIGINT and SIGTERM as a shell leaves them
+    (default, unblocked), whatever this test process did with them. A shell
+    started with a signal ignored can never trap it (demo.sh traps both)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def scene_pipeline(
     folder: Path,
     redis_url: str,
@@ -171,6 +180,7 @@ class ServeProcess:
             env=self.env,
             cwd=REPO,
             start_new_session=True,
+            preexec_fn=_default_signals,
         )
         threading.Thread(target=self._pump, daemon=True).start()
         return self
