@@ -341,13 +341,16 @@ class ClipRecorder:
         """The clip whose span holds stream time ``when``: ``(path, finished)``, or ``None``.
 
         An alert's clip spans its time, so this finds the file an alert at
-        ``when`` went into (``finished`` false while it is being written).
+        ``when`` went into (``finished`` false while it is being written). A
+        finished clip wins over the open one: the next clip's pre-roll may
+        overlap the end of the last, and an alert once served its finished
+        clip must not become "still being recorded" again.
         """
-        if self._open is not None and self._open.start <= when <= self._until:
-            return self._open.path, False
         for f in reversed(self.files):
             if f.start <= when <= f.start + f.duration:
                 return f.path, True
+        if self._open is not None and self._open.start <= when <= self._until:
+            return self._open.path, False
         return None
 
     def _finish(self) -> None:

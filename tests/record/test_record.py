@@ -130,6 +130,35 @@ def test_alerts_extend_an_open_clip_up_to_max(source: Path, tmp_path: Path) -> N
     assert 1.4 <= short.duration <= 1.5 + 3 / 15 and count_frames(short.path) == short.packets
 
 
+def test_an_alert_keeps_its_finished_clip_when_the_next_clip_overlaps_it(
+    source: Path, tmp_path: Path
+) -> None:
+    container, packets = _packets(source)
+    rec = ClipRecorder(
+        out_dir=tmp_path,
+        camera_id="c",
+        template=container.streams.video[0],
+        before_s=1.0,
+        after_s=0.5,
+    )
+    answers = []
+    for p in packets:
+        rec.push(p)
+        if abs(p.time - 1.0) < 1e-9:
+            rec.trigger(1.0)  # clip A: keyframe 0.0 to 1.5 s
+        if abs(p.time - 2.0) < 1e-9:
+            answers.append(rec.clip_at(1.2))  # A finished
+            rec.trigger(2.0)  # clip B opens at keyframe 1.0 s: its pre-roll overlaps A
+            answers.append(rec.clip_at(1.2))
+            answers.append(rec.clip_at(1.8))
+    first, second = rec.close()
+    # 1.2 s lies in both clips: the finished A stays the answer (it was served
+    # as ready, it must not turn into "still being recorded").
+    assert answers[0] == (first.path, True) and answers[1] == (first.path, True)
+    assert answers[2] == (second.path, False)
+    assert second.start < first.start + first.duration
+
+
 def _event(camera: str, kind: str, pts: float) -> Event:
     return Event(rule="dock", kind=kind, camera_id=camera, time=0.0, frame_seq=0, pts=pts)
 
