@@ -43,7 +43,10 @@ class ClipHook:
         self._recorders: dict[str, ClipRecorder] = {}
         self._lock = threading.Lock()
         self._done: list[RecordedFile] = []
-        self._removed: dict[str, list[RecordedFile]] = {}  # clips of cameras removed meanwhile
+        # Finished clips of recorders replaced (the source reconnected or a file
+        # looped: a new stream) or removed with their camera: their alerts
+        # still find them.
+        self._earlier: dict[str, list[RecordedFile]] = {}
         self.ignored_events = 0
 
     def wants(self, event: Event) -> bool:
@@ -65,7 +68,7 @@ class ClipHook:
             rec = self._recorders.get(camera_id)
             if rec is None or rec.template is not stream:
                 if rec is not None:  # the source reconnected: new codec context
-                    self._done += rec.close()
+                    self._retire(camera_id, rec)
                 rec = self._recorders[camera_id] = self._recorder(camera_id, stream)
             rec.push(packet)
 
@@ -99,23 +102,29 @@ class ClipHook:
         with self._lock:
             rec = self._recorders.pop(camera_id, None)
             if rec is not None:
-                files = rec.close()
-                self._done += files
-                self._removed[camera_id] = files  # its alerts still find their clips
+                self._retire(camera_id, rec)
+
+    def _retire(self, camera_id: str, rec: ClipRecorder) -> None:
+        """Finish ``rec``'s clips and keep them findable for ``camera_id``'s alerts."""
+        files = list(rec.close())
+        self._done += files
+        self._earlier.setdefault(camera_id, []).extend(files)
 
     def clip_for(self, camera_id: str, when: float | None) -> tuple[Path, bool] | None:
         """The clip of an alert of ``camera_id`` at stream time ``when`` (``Event.pts``).
 
         ``(path, finished)`` once the clip has opened (``finished`` false
         while it is written), else ``None`` (no clip: filtered out, no
-        keyframe yet, not due yet, or the camera reconnected since).
+        keyframe yet, or not due yet). After a reconnect (or a looping file's
+        restart) the stream times begin again; the newest clip holding
+        ``when`` is the answer.
         """
         if not self.enabled or when is None:
             return None
         with self._lock:
             rec = self._recorders.get(camera_id)
             found = rec.clip_at(when) if rec is not None else None
-            for f in reversed(self._removed.get(camera_id, []) if found is None else []):
+            for f in reversed(self._earlier.get(camera_id, []) if found is None else []):
                 if f.start <= when <= f.start + f.duration:
                     return f.path, True
             return found

@@ -191,6 +191,29 @@ def test_clip_hook_filters_alerts(source: Path, tmp_path: Path) -> None:
     assert count_frames(files[0].path) == files[0].packets > 0
 
 
+def test_an_alerts_clip_is_found_after_the_source_reopens(source: Path, tmp_path: Path) -> None:
+    """A looping file or a reconnect gives a new stream (and recorder): the
+    alerts of the first pass still find their finished clip."""
+    cfg = RecordConfig(
+        dir=str(tmp_path / "rec"), clips=ClipsConfig(enabled=True, before_s=0.5, after_s=5.0)
+    )
+    hook = ClipHook(config=cfg)
+    for _pass in range(2):
+        with av.open(str(source)) as container:
+            stream = container.streams.video[0]
+            for packet in container.demux(stream):
+                if not packet.size:
+                    continue
+                hook.on_packet("cam", packet, stream)
+                if _pass == 0 and abs(float(packet.pts * packet.time_base) - 2.0) < 1e-9:
+                    hook.on_events([_event("cam", "enter", 2.0)])
+        if _pass == 0:
+            assert hook.clip_for("cam", 2.0) is not None  # open: after_s runs past the end
+    found = hook.clip_for("cam", 2.0)
+    (clip,) = hook.close()
+    assert found == (clip.path, True)
+
+
 def test_record_command(source: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "segments"
     proc = cli(
