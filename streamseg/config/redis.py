@@ -8,6 +8,7 @@ import urllib.parse
 from pydantic import Field, SecretStr, ValidationError, field_validator
 
 from streamseg.config.base import StrictModel
+from streamseg.streams import alerts_stream, detections_stream
 
 __all__ = ["RedisConfig", "RedisTLSConfig"]
 
@@ -25,8 +26,8 @@ class RedisTLSConfig(StrictModel):
 class RedisConfig(StrictModel):
     """Redis connection, stream names and the outage buffer.
 
-    Streams: ``<stream_prefix>:detections:<camera>`` and
-    ``<stream_prefix>:alerts``. ``username``/``password`` are usually
+    Streams: the detections stream of each camera and the alerts stream
+    (``streamseg.streams``). ``username``/``password`` are usually
     ``${REDIS_USERNAME}``/``${REDIS_PASSWORD}``; they override credentials in
     the url. ``maxlen`` trims each stream approximately (``MAXLEN ~``).
     """
@@ -95,8 +96,8 @@ class RedisConfig(StrictModel):
         return self.tls.enabled or self.url.startswith("rediss://")
 
     def detections_stream(self, camera_id: str) -> str:
-        return f"{self.stream_prefix}:detections:{camera_id}"
+        return detections_stream(self.stream_prefix, camera_id)
 
     @property
     def alerts_stream(self) -> str:
-        return f"{self.stream_prefix}:alerts"
+        return alerts_stream(self.stream_prefix)

@@ -34,6 +34,7 @@ from pydantic import AfterValidator, Discriminator, Field, SecretStr, Tag, field
 
 from streamseg.config.base import StrictModel
 from streamseg.config.redis import RedisConfig, RedisTLSConfig
+from streamseg.streams import availability_topic, state_topic
 
 __all__ = [
     "PRIMARY_SINK",
@@ -119,12 +120,14 @@ class MQTTSinkConfig(SinkEntry):
     )
     availability: bool = Field(
         default=True,
-        description="retained <topic_prefix>/available: online, or offline (last will) once "
+        description=f"retained {availability_topic('<topic_prefix>')}: online, or offline "
+        "(last will) once "
         "serve stops or dies",
     )
     state: bool = Field(
         default=True,
-        description="retained <topic_prefix>/<camera>/state: objects by class and health",
+        description=f"retained {state_topic('<topic_prefix>', '<camera>')}: objects by class "
+        "and health",
     )
     state_interval: float = Field(
         default=1.0, gt=0, le=3600, description="least seconds between two states of a camera"

@@ -38,6 +38,7 @@ from typing import Any
 from streamseg.config.sinks import MQTTSinkConfig
 from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
 from streamseg.publish.sink import BufferedSink, Message
+from streamseg.streams import availability_topic, mqtt_topic, state_topic
 
 __all__ = ["MQTTSink", "build_sink"]
 
@@ -74,7 +75,7 @@ class MQTTSink(BufferedSink):
 
     @property
     def availability_topic(self) -> str:
-        return f"{self.config.topic_prefix}/available"
+        return availability_topic(self.config.topic_prefix)
 
     def attach_health(self, health: Callable[[], Health], *, count_untracked: bool) -> None:
         """Where the cameras' health comes from: ``{camera: {state, since, reconnects,
@@ -117,11 +118,7 @@ class MQTTSink(BufferedSink):
         key = (message.kind, message.camera)
         topic = self._topics.get(key)
         if topic is None:
-            prefix = self.config.topic_prefix
-            if message.kind == "alert":
-                topic = f"{prefix}/alerts"
-            else:
-                topic = f"{prefix}/{message.camera}/{message.kind}"
+            topic = mqtt_topic(self.config.topic_prefix, message.kind, message.camera)
             self._topics[key] = topic
         return topic
 
@@ -201,7 +198,7 @@ class MQTTSink(BufferedSink):
         health = self._health() if self._health is not None else None
         prefix = self.config.topic_prefix
         for camera, payload in self._states.due(health):
-            self._publish_now(f"{prefix}/{camera}/state", payload, retain=True)
+            self._publish_now(state_topic(prefix, camera), payload, retain=True)
 
     def _publish_now(self, topic: str, payload: bytes, *, retain: bool) -> None:
         """One message outside the buffer, waited for (raises when the broker is away)."""

@@ -23,6 +23,7 @@ from typing import Any
 from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
 from streamseg.publish.sink import BufferedSink, Message
+from streamseg.streams import alerts_stream, detections_stream
 
 __all__ = ["RedisStreamsSink", "build_sink"]
 
@@ -61,8 +62,8 @@ class RedisStreamsSink(BufferedSink):
     def stream(self, message: Message) -> tuple[str, int]:
         """``(stream name, maxlen)`` of ``message``."""
         if message.kind == "alert":
-            return f"{self._prefix}:alerts", self._alerts_maxlen
-        return f"{self._prefix}:detections:{message.camera}", self._maxlen
+            return alerts_stream(self._prefix), self._alerts_maxlen
+        return detections_stream(self._prefix, message.camera), self._maxlen
 
     def destination(self, message: Message) -> str:
         return self.stream(message)[0]
