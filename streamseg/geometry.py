@@ -4,17 +4,36 @@ Frame pixels: x to the right, y down; a pixel ``(x, y)`` covers
 ``[x, x + 1) x [y, y + 1)``. Boundaries are closed: a point on a zone's
 edge or vertex is inside, a path that touches a line's endpoint crosses it.
 Distances are pixels. ``EPS`` absorbs float rounding in those tests.
+
+Zones and lines are written in frame pixels or normalised to the frame
+(``[0, 1]`` of its width and height); :func:`to_pixels` is the one place
+that turns either into pixels, and :class:`Shapes` holds a camera's zones
+and lines resolved so (``CameraAlerts.shapes(size)`` builds it for the
+rules, the console's overlay and the zone editor).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ANCHORS", "EPS", "Anchor", "Polygon", "Segment", "anchor_points"]
+__all__ = [
+    "ANCHORS",
+    "EPS",
+    "Anchor",
+    "Coordinates",
+    "Point",
+    "Polygon",
+    "Segment",
+    "Shapes",
+    "anchor_points",
+    "to_pixels",
+]
 
 F64 = NDArray[np.float64]
 Bool = NDArray[np.bool_]
@@ -44,6 +63,34 @@ ANCHORS: dict[str, tuple[float, float]] = {
     "bottom_left": (0.0, 1.0),
     "bottom_right": (1.0, 1.0),
 }
+
+
+Point = tuple[float, float]
+Coordinates = Literal["pixels", "normalized"]
+
+
+def to_pixels(
+    points: Sequence[Point], coordinates: Coordinates, size: tuple[int, int], *, scale: float = 1.0
+) -> list[Point]:
+    """``points`` in the pixels of an image of ``size`` ``(H, W)`` showing the frame at
+    ``1 / scale`` (``scale``: frame pixels per image pixel; 1 for the frame itself).
+
+    ``normalized`` points are fractions of the image's width and height;
+    ``pixels`` points are frame pixels, divided by ``scale``.
+    """
+    if coordinates == "normalized":
+        h, w = size
+        return [(x * w, y * h) for x, y in points]
+    return [(x / scale, y / scale) for x, y in points]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """A camera's zones (polygons) and lines (``p -> q``) in pixels, by name, in the
+    order they were written (see :func:`to_pixels`)."""
+
+    zones: dict[str, list[Point]]
+    lines: dict[str, tuple[Point, Point]]
 
 
 def anchor_points(boxes: F64, anchor: str) -> F64:

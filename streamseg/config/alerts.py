@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
-from streamseg.geometry import ANCHORS, Anchor
+from streamseg.geometry import ANCHORS, Anchor, Coordinates, Point, Shapes, to_pixels
 
 __all__ = [
     "ALERT_KINDS",
@@ -65,8 +65,6 @@ __all__ = [
     "ZoneRule",
 ]
 
-Coordinates = Literal["pixels", "normalized"]
-Point = tuple[float, float]
 ZoneKind = Literal["enter", "exit"]
 LineKind = Literal["line_in", "line_out"]
 CrowdKind = Literal["crowding", "crowding_end"]
@@ -405,10 +403,10 @@ class CameraAlerts(StrictModel):
     def _check_references(self) -> CameraAlerts:
         problems: list[str] = []
         for name, zone in self.zones.items():
-            if (zone.coordinates or self.coordinates) == "normalized":
+            if self.coordinates_of(zone) == "normalized":
                 problems += _outside_unit(f"zone {name!r}", zone.polygon)
         for name, line in self.lines.items():
-            if (line.coordinates or self.coordinates) == "normalized":
+            if self.coordinates_of(line) == "normalized":
                 problems += _outside_unit(f"line {name!r}", list(line.points))
         seen: set[str] = set()
         for i, rule in enumerate(self.rules):
@@ -424,6 +422,25 @@ class CameraAlerts(StrictModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def coordinates_of(self, shape: ZoneConfig | LineConfig) -> Coordinates:
+        """How a zone's or line's points are written: its own ``coordinates``, else the
+        camera's."""
+        return shape.coordinates or self.coordinates
+
+    def shapes(self, size: tuple[int, int], *, scale: float = 1.0) -> Shapes:
+        """The zones and lines in pixels of a frame of ``size`` ``(H, W)``; with
+        ``scale``, of an image of ``size`` showing the frame scaled down by it
+        (``streamseg.geometry.to_pixels``)."""
+        zones = {
+            name: to_pixels(z.polygon, self.coordinates_of(z), size, scale=scale)
+            for name, z in self.zones.items()
+        }
+        lines = {}
+        for name, line in self.lines.items():
+            p, q = to_pixels(line.points, self.coordinates_of(line), size, scale=scale)
+            lines[name] = (p, q)
+        return Shapes(zones=zones, lines=lines)
 
 
 class AlertsConfig(StrictModel):
