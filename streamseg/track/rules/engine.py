@@ -10,7 +10,6 @@ in pixels.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 
 from streamseg.config import alerts as cfg
 from streamseg.geometry import Polygon, Segment, Shapes
+from streamseg.registry import load
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.membership import Membership
 from streamseg.track.rules.zones import ZoneState
@@ -203,6 +203,5 @@ def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:
     if kind is None or not isinstance(rule, kind.config):
         known = ", ".join(cfg.RULE_KINDS)
         raise ValueError(f"rule {rule.name!r}: unknown rule type; known: {known}")
-    module, name = kind.engine.split(":")
-    cls: type[RuleBase] = getattr(importlib.import_module(module), name)
+    cls: type[RuleBase] = load(kind.engine)
     return cls
