@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamseg.config.sinks import MQTTSinkConfig
+from streamseg.publish.delivery import Delivery
 from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
 from streamseg.publish.sink import BufferedSink, Message
 from streamseg.streams import availability_topic, mqtt_topic, state_topic
@@ -50,7 +51,7 @@ class MQTTSink(BufferedSink):
 
     Args:
         config: the ``sinks:`` entry (broker, TLS, credentials, topics, QoS).
-        **options: ``BufferedSink``'s (name, buffer_max, max_batch, backoff, secrets).
+        **options: ``BufferedSink``'s (name, delivery, secrets).
     """
 
     type = "mqtt"
@@ -279,13 +280,4 @@ class MQTTSink(BufferedSink):
 
 def build_sink(cfg: MQTTSinkConfig, *, name: str = "mqtt") -> MQTTSink:
     """The sink of a ``sinks:`` entry of type ``mqtt``."""
-    secrets = [cfg.password.get_secret_value()] if cfg.password is not None else []
-    return MQTTSink(
-        config=cfg,
-        name=name,
-        buffer_max=cfg.buffer_max_messages,
-        max_batch=cfg.max_batch,
-        reconnect_initial=cfg.reconnect_initial,
-        reconnect_max=cfg.reconnect_max,
-        secrets=secrets,
-    )
+    return MQTTSink(config=cfg, name=name, delivery=Delivery.of(cfg), secrets=cfg.secrets())
