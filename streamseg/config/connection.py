@@ -4,7 +4,7 @@
 of type ``mqtt`` share these fields and their checks; each says what its
 url looks like with a :class:`UrlForm`. The delivery fields (outage
 buffer, batch size, reconnect backoff, socket timeout) reach the sink as
-one object (``streamseg.publish.sink.Delivery.of(section)``).
+one object (``streamseg.publish.delivery.DeliveryOptions.of(section)``).
 """
 
 from __future__ import annotations

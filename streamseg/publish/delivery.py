@@ -1,7 +1,7 @@
-"""``Delivery``: how a sink delivers (outage buffer, batch size, reconnect backoff).
+"""``DeliveryOptions``: how a sink delivers (outage buffer, batch size, reconnect backoff).
 
 One object from the sink's config section to the ``BufferedSink`` that
-uses it (``Delivery.of(section)``), instead of each field passed along
+uses it (``DeliveryOptions.of(section)``), instead of each field passed along
 on its own.
 """
 
@@ -11,11 +11,11 @@ import dataclasses
 import random
 from typing import Any
 
-__all__ = ["Delivery"]
+__all__ = ["DeliveryOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Delivery:
+class DeliveryOptions:
     """How a sink delivers.
 
     Attributes:
@@ -34,7 +34,7 @@ class Delivery:
     jitter: float = 0.2
 
     @classmethod
-    def of(cls, section: Any) -> Delivery:
+    def of(cls, section: Any) -> DeliveryOptions:
         """From a sink's config section (``streamseg.config.connection.ServerConnection``:
         ``buffer_max_messages``, ``max_batch``, ``reconnect_initial``, ``reconnect_max``)."""
         return cls(

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamseg.config.sinks import MQTTSinkConfig
-from streamseg.publish.delivery import Delivery
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
 from streamseg.publish.sink import BufferedSink, Message
 from streamseg.streams import availability_topic, mqtt_topic, state_topic
@@ -280,4 +280,4 @@ class MQTTSink(BufferedSink):
 
 def build_sink(cfg: MQTTSinkConfig, *, name: str = "mqtt") -> MQTTSink:
     """The sink of a ``sinks:`` entry of type ``mqtt``."""
-    return MQTTSink(config=cfg, name=name, delivery=Delivery.of(cfg), secrets=cfg.secrets())
+    return MQTTSink(config=cfg, name=name, delivery=DeliveryOptions.of(cfg), secrets=cfg.secrets())

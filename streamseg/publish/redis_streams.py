@@ -22,7 +22,7 @@ from typing import Any
 
 from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
-from streamseg.publish.delivery import Delivery
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.sink import BufferedSink, Message
 from streamseg.streams import alerts_stream, detections_stream
 
@@ -133,6 +133,6 @@ def build_sink(cfg: RedisConfig, *, name: str = "redis") -> RedisStreamsSink:
         stream_prefix=cfg.stream_prefix,
         maxlen=cfg.maxlen,
         alerts_maxlen=cfg.alerts_maxlen,
-        delivery=Delivery.of(cfg),
+        delivery=DeliveryOptions.of(cfg),
         secrets=cfg.secrets(),
     )

@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from streamseg.publish.delivery import Delivery
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.redact import redact_text
 from streamseg.types import Frame
 
@@ -144,13 +144,13 @@ class BufferedSink(abc.ABC):
         self,
         *,
         name: str,
-        delivery: Delivery | None = None,
+        delivery: DeliveryOptions | None = None,
         secrets: Sequence[str] = (),
     ) -> None:
         self.name = name
         self._buffer: collections.deque[Message] = collections.deque()
         self._inflight = 0
-        self.delivery = delivery = delivery or Delivery()
+        self.delivery = delivery = delivery or DeliveryOptions()
         self._buffer_max, self._max_batch = delivery.buffer_max, delivery.max_batch
         self._secrets = tuple(secrets)
         self._listener: SinkListener | None = None

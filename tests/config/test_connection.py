@@ -1,5 +1,5 @@
 """Redis and MQTT connections share one url/TLS/credentials check (``ServerConnection``),
-and their delivery settings reach the sink as one object (``Delivery.of``)."""
+and their delivery settings reach the sink as one object (``DeliveryOptions.of``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from streamseg.config.cameras import ReconnectConfig
 from streamseg.config.connection import ServerConnection, TLSConfig
 from streamseg.config.redis import RedisConfig, RedisTLSConfig
 from streamseg.config.sinks import MQTTSinkConfig, RedisSinkConfig
-from streamseg.publish.delivery import Delivery
+from streamseg.publish.delivery import DeliveryOptions
 
 
 def redis(url: str, **kw: object) -> RedisConfig:
@@ -56,11 +56,11 @@ def test_what_both_connections_share() -> None:
 
 def test_delivery_is_one_object_from_the_section() -> None:
     section = mqtt("mqtt://h", buffer_max_messages=7, max_batch=3, reconnect_initial=0.5)
-    assert Delivery.of(section) == Delivery(
+    assert DeliveryOptions.of(section) == DeliveryOptions(
         buffer_max=7, max_batch=3, reconnect_initial=0.5, reconnect_max=10.0
     )
-    assert Delivery.of(redis("redis://h")) == Delivery()  # the same defaults
-    waits = [Delivery(reconnect_initial=0.5, reconnect_max=3.0, jitter=0).backoff(n) for n in
+    assert DeliveryOptions.of(redis("redis://h")) == DeliveryOptions()  # the same defaults
+    waits = [DeliveryOptions(reconnect_initial=0.5, reconnect_max=3.0, jitter=0).backoff(n) for n in
              range(1, 6)]  # fmt: skip
     assert waits == [0.5, 1.0, 2.0, 3.0, 3.0]
 
