@@ -63,5 +63,11 @@ USER streamseg
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=120s \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
+# Exec form (never `ENTRYPOINT streamseg ...`): serve itself is process 1, so
+# docker stop's and the kubelet's SIGTERM reaches it (process 1 ignores a
+# signal it has no handler for; sh -c would be process 1 and drop it), and it
+# drains and exits 0 within runtime.drain_timeout, inside compose's
+# stop_grace_period and the StatefulSet's terminationGracePeriodSeconds
+# (tests/service/test_serve_signals.py runs this command as process 1).
 ENTRYPOINT ["streamseg"]
 CMD ["serve", "/app/pipeline.yaml"]

@@ -2,10 +2,12 @@
 # Rerun every benchmark the docs quote; their JSON goes into one folder and
 # docs/performance.md is generated from it (scripts/perf_report.py).
 #
-#   scripts/bench.sh [--quick] [--out DIR] [--doc FILE]
+#   scripts/bench.sh [--quick] [--only PATTERN] [--out DIR] [--doc FILE]
 #
 # --quick  few frames and iterations: a smoke test that every benchmark runs
 #          (the document says so at the top; do not quote its figures)
+# --only   run only the benchmarks whose name matches the shell PATTERN (e.g.
+#          'dispatch-*') and splice their sections into the existing document
 # --out    the folder for the JSON (default bench-results/<UTC time>-<mode>)
 # --doc    the Markdown to write (default docs/performance.md)
 #
@@ -20,14 +22,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 mode=full
+only=
 out=
 doc=docs/performance.md
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) mode=quick ;;
+    --only) only=${2:?--only needs a pattern}; shift ;;
     --out) out=${2:?--out needs a folder}; shift ;;
     --doc) doc=${2:?--doc needs a file}; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -46,6 +50,8 @@ failed=0
 # run NAME COMMAND...: COMMAND as documented ("streamseg ..." or "python ...").
 run() {
   local name=$1; shift
+  # shellcheck disable=SC2053  # a pattern on purpose
+  if [[ -n $only && $name != $only ]]; then return; fi
   local cmd=("$@")
   echo "$*" > "$out/$name.cmd"
   echo "$name" >> "$out/runs.txt"
@@ -117,7 +123,22 @@ done
 run publish python -m streamseg.publish.bench "${publish[@]}"
 # docs/ingest.md: synthetic scene rendering
 run synth streamseg synth --bench "${synth[@]}"
+# docs/operations.md (GPU dispatch counts): one inference of the CUDA path, counted on the CPU
+run dispatch-maskrcnn-r50-b1-d10 streamseg bench dispatch --arch maskrcnn_r50_fpn --batch 1 \
+  --detections 10
+run dispatch-maskrcnn-r50-b1-d100 streamseg bench dispatch --arch maskrcnn_r50_fpn --batch 1 \
+  --detections 100
+run dispatch-maskrcnn-r50-b8-d3 streamseg bench dispatch --arch maskrcnn_r50_fpn --batch 8 \
+  --detections 3
+run dispatch-mask2former-r50-b1-d10 streamseg bench dispatch --arch mask2former_r50 --batch 1 \
+  --detections 10 --paths triton
+run dispatch-mask2former-r50-b1-d100 streamseg bench dispatch --arch mask2former_r50 --batch 1 \
+  --detections 100 --paths triton
 
-"$PY" scripts/perf_report.py render "$out" --out "$doc" || exit 1
+if [[ -n $only ]]; then
+  "$PY" scripts/perf_report.py splice "$out" --doc "$doc" || exit 1
+else
+  "$PY" scripts/perf_report.py render "$out" --out "$doc" || exit 1
+fi
 echo "bench.sh: figures in $out, table in $doc" >&2
 exit "$failed"

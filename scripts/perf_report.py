@@ -12,6 +12,11 @@ Usage::
 
     python scripts/perf_report.py meta DIR --mode quick|full
     python scripts/perf_report.py render DIR [--out docs/performance.md]
+    python scripts/perf_report.py splice DIR --doc docs/performance.md
+
+``splice`` (``scripts/bench.sh --only NAME``) reruns part of the page: each
+of DIR's sections replaces the one of its name and says when and at which
+commit it was measured; the header keeps describing the last full run.
 
 Exit codes: 0 done, 2 a missing folder or meta.json.
 """
@@ -29,6 +34,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from perf_dispatch import comparison, dispatch_rows
 
 from streamseg.runtime.stats import STAGE_CPU
 
@@ -222,6 +229,7 @@ KINDS: list[tuple[Callable[[dict[str, Any]], bool], Callable[[dict[str, Any]], R
     (lambda d: "encode" in d and "sink" in d, publish_rows),
     (lambda d: d.get("benchmark") == "synth_render", synth_rows),
     (lambda d: "latency_ms" in d and "arch" in d, model_rows),
+    (lambda d: d.get("benchmark") == "dispatch", dispatch_rows),
 ]
 
 
@@ -269,8 +277,14 @@ def _runs(folder: Path) -> Iterator[tuple[str, str, int, dict[str, Any] | None]]
 
 def render(folder: Path) -> str:
     meta = json.loads((folder / "meta.json").read_text())
-    lines = _header(meta)
+    return "\n".join(_header(meta) + _sections(folder)).rstrip() + "\n"
+
+
+def _sections(folder: Path) -> list[str]:
+    """Every benchmark's section, then the oracle table and the dispatch comparison."""
+    lines: list[str] = []
     oracle: list[tuple[str, str, dict[str, Any]]] = []
+    dispatch: list[dict[str, Any]] = []
     for name, command, rc, data in _runs(folder):
         if rc != 0 or data is None:
             lines += [
@@ -285,12 +299,51 @@ def render(folder: Path) -> str:
         if data.get("model") == "oracle":
             oracle.append((name, command, data))
             continue
+        if data.get("benchmark") == "dispatch":
+            dispatch.append(data)
         lines += [f"## {name}", "", f"`{command}`", "", "| figure | value |", "| --- | --- |"]
         lines += [f"| {k} | {v} |" for k, v in rows_of(data)]
         lines.append("")
     if oracle:
         lines += _oracle_section(oracle)
-    return "\n".join(lines).rstrip() + "\n"
+    if dispatch:
+        lines += comparison(dispatch)
+    return lines
+
+
+def splice(folder: Path, doc: str) -> str:
+    """``doc`` with the sections of ``folder``'s benchmarks put in: each replaces the
+    section of its name, or comes before the oracle table and the dispatch
+    comparison, which close the page; each says which commit and date it was
+    measured at."""
+    meta = json.loads((folder / "meta.json").read_text())
+    stamp = f"(measured {meta['date']} at {meta['commit']}, spliced into the full run above)"
+    blocks = _blocks(doc)
+    for block in _blocks("\n".join(_sections(folder))):
+        title = block[0]
+        if not title.startswith("## GPU dispatch") and not title.startswith("## Host path"):
+            block = [title, "", stamp, *block[1:]]
+        names = [b[0] for b in blocks]
+        # The oracle table, then the dispatch comparison, close the page (as render).
+        later = ("## GPU",) if title.startswith("## Host path") else ("## Host path", "## GPU")
+        if title.startswith("## GPU"):
+            later = ()
+        tail = [i for i, n in enumerate(names) if later and n.startswith(later)]
+        if title in names:
+            blocks[names.index(title)] = block
+        else:
+            blocks.insert(tail[0] if tail else len(blocks), block)
+    return "\n\n".join("\n".join(b).strip("\n") for b in blocks) + "\n"
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The lines of ``text`` cut before each ``## `` heading (the first block: the top)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            blocks.append([])
+        blocks[-1].append(line)
+    return [b for b in blocks if b]
 
 
 def _header(meta: dict[str, Any]) -> list[str]:
@@ -363,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     doc = sub.add_parser("render", help="Markdown from DIR")
     doc.add_argument("folder", type=Path)
     doc.add_argument("--out", type=Path, help="write here instead of stdout")
+    part = sub.add_parser("splice", help="put DIR's sections into an existing page")
+    part.add_argument("folder", type=Path)
+    part.add_argument("--doc", type=Path, required=True, help="the page, rewritten in place")
     args = parser.parse_args(argv)
     if args.what == "meta":
         args.folder.mkdir(parents=True, exist_ok=True)
@@ -375,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.what == "splice":
+        args.doc.write_text(splice(args.folder, args.doc.read_text()))
+        return 0
     text = render(args.folder)
     if args.out:
         args.out.write_text(text)

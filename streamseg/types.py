@@ -144,6 +144,11 @@ class MaskCrops:
         crops: ``N`` bool tensors, ``crops[i]`` of shape
             ``(y1 - y0, x1 - x0)`` (any device).
 
+    The crops may instead be given packed, as ``flat``: one bool tensor
+    holding every crop's pixels row by row, crop after crop (what a model
+    copies back from the GPU in one piece); ``crops`` are then views of it,
+    made the first time they are asked for.
+
     Indexing (int, slice, index or bool tensor, list) and ``len()`` work as
     on an ``(N, H, W)`` tensor, and so does ``shape``; ``to_masks()`` pastes
     the crops into frame-size masks for whoever needs them.
@@ -155,27 +160,47 @@ class MaskCrops:
         [[1, 1]]
     """
 
-    __slots__ = ("image_size", "boxes", "crops")
+    __slots__ = ("_crops", "_flat", "boxes", "image_size")
 
     def __init__(
-        self, *, image_size: tuple[int, int], boxes: Tensor, crops: Sequence[Tensor]
+        self,
+        *,
+        image_size: tuple[int, int],
+        boxes: Tensor,
+        crops: Sequence[Tensor] | None = None,
+        flat: Tensor | None = None,
     ) -> None:
         self.image_size = (int(image_size[0]), int(image_size[1]))
         cpu64 = boxes.device.type == "cpu" and boxes.dtype == torch.int64
         self.boxes = boxes if cpu64 else boxes.to("cpu", torch.int64)
-        self.crops = tuple(crops)
-        self._validate()
+        if (crops is None) == (flat is None):
+            raise ValueError("MaskCrops takes either crops or flat (the crops packed), not both")
+        self._crops = tuple(crops) if crops is not None else None
+        self._flat = flat
+        if flat is not None:
+            self._validate_flat(flat)
+        else:
+            self._validate()
 
-    def _validate(self) -> None:
+    @property
+    def crops(self) -> tuple[Tensor, ...]:
+        """The ``N`` crops, ``crops[i]`` bool ``(y1 - y0, x1 - x0)``."""
+        if self._crops is None:
+            assert self._flat is not None
+            b = self.boxes.numpy()
+            shapes = np.stack((b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]), axis=1).tolist()
+            parts = self._flat.split([h * w for h, w in shapes])
+            self._crops = tuple(p.view(h, w) for p, (h, w) in zip(parts, shapes, strict=True))
+        return self._crops
+
+    def _check_boxes(self) -> np.ndarray:
+        """The boxes as numpy, after checking they are ``(N, 4)`` inside the frame."""
         h, w = self.image_size
-        if self.boxes.dim() != 2 or self.boxes.shape[1] != 4 or len(self.boxes) != len(self.crops):
-            raise ValueError(
-                f"MaskCrops.boxes must be ({len(self.crops)}, 4) for {len(self.crops)} crops, "
-                f"got {tuple(self.boxes.shape)}"
-            )
+        if self.boxes.dim() != 2 or self.boxes.shape[1] != 4:
+            raise ValueError(f"MaskCrops.boxes must be (N, 4), got {tuple(self.boxes.shape)}")
         # numpy, not torch: a torch call on a tiny tensor hands the GIL to
         # other threads (see docs/performance.md), and this runs per frame.
-        b = self.boxes.numpy()
+        b: np.ndarray = self.boxes.numpy()
         inside = (b[:, 0] >= 0) & (b[:, 1] >= 0) & (b[:, 2] <= w) & (b[:, 3] <= h)
         inside &= (b[:, 2] >= b[:, 0]) & (b[:, 3] >= b[:, 1])
         if not inside.all():
@@ -183,6 +208,24 @@ class MaskCrops:
             raise ValueError(
                 f"MaskCrops.boxes[{i}] = {b[i].tolist()} is not inside the {h}x{w} frame"
             )
+        return b
+
+    def _validate_flat(self, flat: Tensor) -> None:
+        b = self._check_boxes()
+        need = int(((b[:, 3] - b[:, 1]) * (b[:, 2] - b[:, 0])).sum())
+        if flat.dtype != torch.bool or flat.dim() != 1 or flat.shape[0] != need:
+            raise ValueError(
+                f"MaskCrops.flat must be bool ({need},) for its boxes, got {flat.dtype} "
+                f"{tuple(flat.shape)}"
+            )
+
+    def _validate(self) -> None:
+        if len(self.boxes) != len(self.crops):
+            raise ValueError(
+                f"MaskCrops.boxes must be ({len(self.crops)}, 4) for {len(self.crops)} crops, "
+                f"got {tuple(self.boxes.shape)}"
+            )
+        b = self._check_boxes()
         sizes = np.stack((b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]), axis=1).tolist()
         for i, (crop, size) in enumerate(zip(self.crops, sizes, strict=True)):
             if crop.dtype != torch.bool or list(crop.shape) != size:
@@ -210,15 +253,17 @@ class MaskCrops:
         return cls(image_size=(h, w), boxes=boxes, crops=crops)
 
     def __len__(self) -> int:
-        return len(self.crops)
+        return int(self.boxes.shape[0])
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """``(N, H, W)``: the shape of :meth:`to_masks`."""
-        return (len(self.crops), *self.image_size)
+        return (len(self), *self.image_size)
 
     @property
     def device(self) -> torch.device:
+        if self._flat is not None:
+            return self._flat.device
         return self.crops[0].device if self.crops else torch.device("cpu")
 
     def __getitem__(self, index: int | slice | Tensor | Sequence[int]) -> MaskCrops:

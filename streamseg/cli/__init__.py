@@ -12,8 +12,9 @@ Exit codes scripts can rely on:
 
 * 0: success;
 * 1: the command ran and failed (e.g. a benchmark or training error);
-* 2: bad usage or bad input (a config error, a missing file): the message
-  says what is wrong and how to fix it;
+* 2: bad usage or bad input (a config error, a missing file, any
+  :class:`streamseg.errors.StartupError`): the message says what is wrong
+  and how to fix it;
 * 130: interrupted by the user.
 """
 
@@ -23,6 +24,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from streamseg.errors import StartupError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -51,6 +54,7 @@ BENCH_COMMANDS: dict[str, tuple[str, str]] = {
     "ops": ("streamseg.cli.bench_ops", "native kernels vs PyTorch reference"),
     "track": ("streamseg.cli.bench_track", "tracking quality (MOTA/IDF1) and cost"),
     "pipeline": ("streamseg.cli.bench_pipeline", "end-to-end vs model-only throughput"),
+    "dispatch": ("streamseg.cli.bench_dispatch", "GPU launches and host syncs per frame, counted"),
 }
 
 
@@ -105,6 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(module).run(args) or 0)
     except UsageError as exc:
         print(f"streamseg: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StartupError as exc:
+        print(f"streamseg: error: {exc.describe()}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

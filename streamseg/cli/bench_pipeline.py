@@ -12,7 +12,9 @@ for ``--seconds`` (per camera ``camera_fps``, ``processed_fps``,
 ``realtime_ratio`` = processed / camera fps, ``dropped`` by reason and
 glass-to-event latency percentiles), ``cpu_ms_per_frame`` (CPU time per
 stage, see ``streamseg.runtime.stats.STAGE_CPU``). Exit codes: 0 done, 1 the
-run failed, 2 bad arguments or config.
+run failed (the model raised, at warm-up or on a batch, or its process
+ended: ``streamseg: error: bench pipeline failed: Type: message`` at once,
+never a silent wait), 2 bad arguments or config.
 
 ``--model oracle`` replaces the model by the pipeline's first synthetic
 camera's exact ground truth (``streamseg.runtime.oracle``), so the run times
@@ -34,10 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import tempfile
 from pathlib import Path
 
-from streamseg.cli import EXIT_OK, UsageError
+from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.errors import StartupError
 from streamseg.models import TASKS
 
 __all__ = ["add_arguments", "run"]
@@ -103,9 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.config import ConfigError, load_pipeline
-    from streamseg.runtime import bench
-    from streamseg.runtime.factory import build_model_stage
     from streamseg.runtime.logs import setup_logging
+    from streamseg.runtime.segmenting import describe_error
 
     setup_logging(args.log_level)
     if min(args.frames, args.cameras, args.repeat) < 1 or args.warmup < 0 or args.seconds < 0:
@@ -129,11 +132,28 @@ def run(args: argparse.Namespace) -> int:
 
     keep_heap_memory()  # as serve does
     torch.set_num_threads(config.runtime.inference_threads())
-    if args.model == "oracle":
-        with tempfile.TemporaryDirectory() as tmp:
-            result = _run_oracle(config, args, Path(tmp))
-        print(json.dumps(result, indent=2))
-        return EXIT_OK
+    try:
+        if args.model == "oracle":
+            with tempfile.TemporaryDirectory() as tmp:
+                result = _run_oracle(config, args, Path(tmp))
+        else:
+            result = _run_model(config, args)
+    except (UsageError, StartupError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        log.debug("bench pipeline failed", exc_info=exc)
+        print(f"streamseg: error: bench pipeline failed: {describe_error(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(json.dumps(result, indent=2))
+    return EXIT_OK
+
+
+def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """The figures of the pipeline's own model (``--model config``)."""
+    from streamseg.runtime import bench
+    from streamseg.runtime.bench_live import run_live
+    from streamseg.runtime.factory import build_model_stage
+
     with tempfile.TemporaryDirectory() as tmp:
         clip = _clip(config, args, Path(tmp))
         images = bench.decode_clip(clip, limit=args.frames)
@@ -163,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
                     if args.viewers
                     else None
                 )
-                live = bench.run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
+                live = run_live(e2e_config, segmenter, args.seconds) if args.seconds else None
         finally:
             segmenter.close()  # the model's own process, when it has one, ends here
     extra = {
@@ -190,8 +210,7 @@ def run(args: argparse.Namespace) -> int:
         result["viewer_cost"] = round(1 - watched.fps / e2e.fps, 3) if e2e.fps > 0 else None
         result["viewer_frames"] = watched.rendered
     result["live"] = live
-    print(json.dumps(result, indent=2))
-    return EXIT_OK
+    return result
 
 
 def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]

@@ -66,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
         model, class_names = load_trained_model(
             args.weights, arch=args.arch, score_threshold=args.score_threshold, **task
         )
-    except (CheckpointError, DatasetError, FileNotFoundError, ValueError) as exc:
+    except CheckpointError as exc:  # what serve says of the same file
+        raise UsageError(f"--weights: {exc}") from None
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     missing = [n for n in dataset.native_class_names if n not in class_names]
     if missing:

@@ -119,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
         model, class_names = load_trained_model(
             args.weights, arch=args.arch, score_threshold=args.score_threshold
         )
-    except (CheckpointError, FileNotFoundError) as exc:
+    except CheckpointError as exc:  # what serve says of the same file
+        raise UsageError(f"--weights: {exc}") from None
+    except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
     model.to(args.device)
     out = Path(args.out)

@@ -111,15 +111,12 @@ def _download_weights(model: ModelConfig) -> bool:
 def _serve(config, cameras, *, quiet: bool, path: str) -> int:  # type: ignore[no-untyped-def]
     import io
 
-    from streamseg.cli.startup import STARTUP_ERRORS, error_field
     from streamseg.runtime.service import Service
 
     stream = io.StringIO() if quiet else None
     service = Service(config, cameras=cameras, status_stream=stream, pipeline_path=path)
     try:
-        return service.run()
-    except STARTUP_ERRORS as exc:
-        raise UsageError(f"{error_field(exc)}: {exc}") from None
+        return service.run()  # a StartupError is exit 2 (streamseg.cli.main)
     except FileNotFoundError as exc:
         raise UsageError(f"model.weights: {exc}") from None
     except OSError as exc:

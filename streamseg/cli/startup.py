@@ -8,8 +8,9 @@ DALI not installed, a synthetic scene's bad keys); ``serve`` runs it first.
 AOT package, the classes alert rules name); ``check`` runs both. Each
 problem is a :class:`ConfigIssue` naming the pipeline.yaml field and the fix.
 
-``STARTUP_ERRORS`` are the exception types the stages raise for such a
-mistake while ``serve`` starts; each carries (or implies) its field.
+The stages raise a :class:`streamseg.errors.StartupError` for such a
+mistake while ``serve`` starts (in the model's own process too); it carries
+its field, and every command exits 2 with it (``streamseg.cli.main``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamseg.config.errors import ConfigIssue
+from streamseg.errors import StartupError
 from streamseg.ingest.spec import SourceError, parse_source_url
-from streamseg.models.checkpoint import CheckpointError
-from streamseg.segment.backends import BackendError, backend_problems
-from streamseg.track.rules.engine import RuleError
+from streamseg.segment.backends import backend_problems
 
 if TYPE_CHECKING:
     from streamseg.config.cameras import CameraConfig
@@ -28,18 +28,7 @@ if TYPE_CHECKING:
     from streamseg.config.pipeline import PipelineConfig
     from streamseg.config.runtime import RuntimeConfig
 
-__all__ = ["STARTUP_ERRORS", "environment_issues", "error_field", "model_issues"]
-
-STARTUP_ERRORS = (BackendError, CheckpointError, RuleError, SourceError)
-
-
-def error_field(exc: BaseException) -> str:
-    """The pipeline.yaml field a :data:`STARTUP_ERRORS` exception is about."""
-    if isinstance(exc, CheckpointError):
-        return "model.weights"
-    if isinstance(exc, BackendError | RuleError):
-        return exc.field
-    return "cameras"
+__all__ = ["environment_issues", "model_issues"]
 
 
 def _loc(field: str) -> tuple[str | int, ...]:
@@ -142,8 +131,8 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
     model = config.model
     try:
         segmenter = Segmenter(**model.segmenter_options(resolve_weights(model)))
-    except STARTUP_ERRORS as exc:
-        return [ConfigIssue(str(exc), _loc(error_field(exc)))]
+    except StartupError as exc:
+        return [ConfigIssue(str(exc), _loc(exc.field or "model"), hint=exc.fix)]
     except FileNotFoundError as exc:
         return [ConfigIssue(str(exc), ("model", "weights"))]
     try:
@@ -153,14 +142,9 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
 
 
 def _class_issues(config: PipelineConfig, class_names: tuple[str, ...]) -> list[ConfigIssue]:
-    from streamseg.track.rules.base import class_ids
+    from streamseg.track.rules.engine import rule_class_problems
 
-    issues = []
-    for cid, cam in config.alerts.cameras.items():
-        for i, rule in enumerate(cam.rules):
-            try:
-                class_ids(rule.classes, class_names, f"rule {rule.name!r}")
-            except ValueError as exc:
-                loc = ("alerts", "cameras", cid, "rules", i, "classes")
-                issues.append(ConfigIssue(str(exc), loc))
-    return issues
+    return [
+        ConfigIssue(str(exc), ("alerts", "cameras", cid, "rules", i, "classes"))
+        for cid, i, exc in rule_class_problems(config.alerts, class_names)
+    ]

@@ -12,7 +12,8 @@
 Exit codes: 0 done / verified; 1 the download or the check failed (HTTP
 error, unreachable server, interrupted transfer, hash mismatch, a file the
 catalogue does not know); 2 bad usage (unknown name, a missing file, an
-entry without a hash and no ``--allow-unverified``).
+entry without a hash and no ``--allow-unverified``, and with ``--load`` a
+file that does not load: the same explanation ``serve`` gives for it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from streamseg.models.weights import WeightsEntry
@@ -63,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--load", action="store_true", help="also load it with the entry's architecture"
     )
     parser.set_defaults(_weights_help=parser.print_help)
-    parser.epilog = "exit codes: 0 ok, 1 download or check failed, 2 bad usage"
+    parser.epilog = (
+        "exit codes: 0 ok, 1 download or check failed, 2 bad usage or a file that does not load"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,8 +192,8 @@ def _load(path: Path, entry: WeightsEntry) -> int:
     options = class_options(entry.arch, names) if names is not None else {}
     try:
         _, classes = load_trained_model(str(path), arch=entry.arch, **options)
-    except (CheckpointError, ValueError) as exc:
-        print(f"{path}: does not load as {entry.arch}: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+    except CheckpointError as exc:  # what serve says of the same file
+        print(f"streamseg: error: {path}: does not load as {entry.arch}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"{path}: loads as {entry.arch} ({len(classes) - 1} classes)")
     return EXIT_OK

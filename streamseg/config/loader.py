@@ -199,16 +199,35 @@ def _camera_checks(cameras: list[Any], base_dir: Path) -> list[ConfigIssue]:
             )
         if isinstance(cid, str):
             seen.setdefault(cid, i)
-        is_path = isinstance(url, str) and bool(url.strip()) and "://" not in url
-        if is_path and not resolve_path(str(url), base_dir).is_file():
-            issues.append(
-                ConfigIssue(
-                    "video file not found",
-                    loc=("cameras", i, "url"),
-                    hint=f"relative paths start at {base_dir}",
-                )
-            )
+        if isinstance(url, str) and url.strip() and "://" not in url:
+            # A plain path, relative to this file: whether it is there is read
+            # here (the others at start-up, streamseg.cli.startup).
+            who = cid if isinstance(cid, str) else f"cameras[{i}]"
+            issues += _camera_exists(url, who, i, base_dir)
     return issues
+
+
+def _camera_exists(url: str, camera_id: str, index: int, base_dir: Path) -> list[ConfigIssue]:
+    """Whether the file or device a plain camera path names is there, as ingest
+    decides (``SourceSpec.check_exists``, the one owner of the question: a
+    bare ``/dev/videoN`` is a V4L2 device); relative paths start at the
+    pipeline.yaml's folder. A bad URL is the URL validator's to report."""
+    from streamseg.ingest.spec import SourceError, parse_source_url
+
+    url = str(resolve_path(url.strip(), base_dir))
+    try:
+        spec = parse_source_url(url, camera_id=None)
+    except SourceError:
+        return []
+    try:
+        spec.check_exists(camera_id)
+    except SourceError as exc:
+        return [
+            ConfigIssue(
+                str(exc), loc=("cameras", index, "url"), hint=f"relative paths start at {base_dir}"
+            )
+        ]
+    return []
 
 
 def _weights_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigIssue]:

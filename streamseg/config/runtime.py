@@ -26,6 +26,9 @@ class RuntimeConfig(StrictModel):
     pinning (see docs/operations.md, "Threads, the GIL and small torch
     calls"). ``model_process``: run the model in a process of its own, so
     that its torch calls never wait for those stages' Python (same section).
+    ``model_timeout``: with ``model_process``, seconds the model's process
+    may take to answer one batch before it is ended and started again (its
+    batches count as failed); a model that hangs never stalls the service.
     ``drain_timeout``: seconds to finish in-flight frames and flush
     Redis on shutdown.
     """
@@ -43,6 +46,13 @@ class RuntimeConfig(StrictModel):
         default=False,
         description="run the model in its own process (frames through shared memory), so that "
         "tracking, rules and publishing never hold the GIL the model's torch calls need",
+    )
+    model_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="model_process: seconds one batch may take before the model's process "
+        "is ended and started again",
     )
     drain_timeout: float = Field(default=15.0, gt=0, le=3600)
     status_interval: float = Field(

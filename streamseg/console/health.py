@@ -1,9 +1,9 @@
 """Camera health over the last minutes, sampled for the console's charts.
 
 ``HealthHistory.sample(cameras)`` takes the ``/api/cameras`` view of every
-camera (state, processed frames, drops, reconnects, stalls, time of the
-last frame) and keeps, per camera, one point per call for ``window``
-seconds: ``[time, fps, drops/s, lag s, reconnects, stalls]``, rates from
+camera (state, segmented and skipped frames, reconnects, stalls, time of
+the last frame) and keeps, per camera, one point per call for ``window``
+seconds: ``[time, fps, skipped/s, lag s, reconnects, stalls]``, rates from
 the difference with the previous sample. The console's web server calls it
 every ``interval`` seconds on its own loop.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["FIELDS", "HealthHistory"]
 
-FIELDS = ("time", "fps", "drops_per_s", "lag_s", "reconnects", "stalls")
+FIELDS = ("time", "fps", "skipped_per_s", "lag_s", "reconnects", "stalls")
 
 
 class HealthHistory:
@@ -44,9 +44,9 @@ class HealthHistory:
                 del self._points[cid]
                 self._last.pop(cid, None)
             for cid, info in cameras.items():
-                processed, dropped = int(info.get("processed") or 0), int(info.get("dropped") or 0)
+                processed, skipped = int(info.get("segmented") or 0), int(info.get("skipped") or 0)
                 last = self._last.get(cid)
-                self._last[cid] = (now, processed, dropped)
+                self._last[cid] = (now, processed, skipped)
                 if last is None or now <= last[0]:
                     continue
                 dt = now - last[0]
@@ -55,7 +55,7 @@ class HealthHistory:
                 point: list[float | None] = [
                     round(now, 3),
                     round((processed - last[1]) / dt, 2),
-                    round((dropped - last[2]) / dt, 2),
+                    round((skipped - last[2]) / dt, 2),
                     None if lag is None else round(lag, 3),
                     float(info.get("reconnects") or 0),
                     float(info.get("stalls") or 0),

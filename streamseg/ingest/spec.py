@@ -31,6 +31,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
+from streamseg.errors import StartupError
 from streamseg.redact import redact_url
 from streamseg.registry import load
 
@@ -48,11 +49,13 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-class SourceError(Exception):
+class SourceError(StartupError):
     """A camera that cannot be opened as configured: the message says why and how to fix it.
 
     It never holds a password (URLs in it are redacted).
     """
+
+    default_field = "cameras"
 
 
 @dataclasses.dataclass(frozen=True)

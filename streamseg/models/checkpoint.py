@@ -23,11 +23,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from streamseg.errors import StartupError
+
 __all__ = [
     "Checkpoint",
     "CheckpointError",
     "RestrictedUnpickler",
     "check_state_dict",
+    "checkpoint_meta",
     "load_pickle_restricted",
     "load_state_dict_file",
     "read_checkpoint",
@@ -39,8 +42,10 @@ __all__ = [
 _MAX_LISTED = 12
 
 
-class CheckpointError(ValueError):
+class CheckpointError(StartupError, ValueError):
     """A checkpoint that cannot be used: the message says why and what to do."""
+
+    default_field = "model.weights"
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -142,6 +147,21 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
             meta = dict(obj["meta"])
         return Checkpoint(state_dict=unwrap_state_dict(obj, path), meta=meta)
     return Checkpoint(state_dict=load_state_dict_file(path), meta=meta)
+
+
+def checkpoint_meta(path: str | Path) -> dict[str, Any]:
+    """The ``meta`` of a streamseg checkpoint, read without loading its tensors
+    (memory-mapped); ``{}`` for any other file, or one that cannot be read
+    (loading it says why)."""
+    path = Path(path)
+    if path.suffix == ".pkl" or not path.is_file():
+        return {}
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return {}
+    meta = obj.get("meta") if isinstance(obj, Mapping) else None
+    return dict(meta) if isinstance(meta, Mapping) else {}
 
 
 def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:

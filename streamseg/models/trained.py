@@ -1,7 +1,10 @@
 """Loading a trained model for inference: a checkpoint (or foreign weights) -> eval-mode model.
 
-Used by serving (the Segmenter), evaluation, labelling and hot swap; the
-checkpoint's meta (written by the trainer) says how to rebuild the model.
+Used by serving (the Segmenter), evaluation, labelling, ``weights verify``
+and hot swap; the checkpoint's meta (written by the trainer) says how to
+rebuild the model. It is the one owner of "is this checkpoint usable":
+whatever is wrong with the file, the caller gets a ``CheckpointError`` that
+says so and how to fix it, never a ``KeyError`` from deep inside a converter.
 """
 
 from __future__ import annotations
@@ -34,8 +37,26 @@ def load_trained_model(
         the model and its class names (``__background__`` first).
 
     Raises:
-        CheckpointError: unreadable, mismatched, or no ``arch`` known.
+        CheckpointError: the file is missing, unreadable or does not fit,
+            whatever its content (empty, text, random bytes, truncated,
+            another architecture's weights), or no ``arch`` is known.
     """
+    try:
+        return _load(weights, arch, overrides)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a converter that fails on an odd file, a torch.load error
+        what = f"{arch!r} weights" if arch else "a model checkpoint"
+        raise CheckpointError(
+            f"{weights} cannot be loaded as {what} ({type(exc).__name__}: "
+            f"{_first_line(exc)}); use a checkpoint of `streamseg train`, a torchvision "
+            ".pth or a detectron2 .pkl of this arch"
+        ) from None
+
+
+def _load(
+    weights: str, arch: str | None, overrides: dict[str, Any]
+) -> tuple[nn.Module, tuple[str, ...]]:
     # A detectron2 .pkl or a folder (a Hugging Face model download) carries no
     # streamseg meta: the model's own converter reads it (once).
     path = Path(weights)
@@ -69,6 +90,11 @@ def load_trained_model(
     model.eval()
     names = tuple(getattr(model, "class_names", meta.get("class_names", ())))
     return model, names
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no message"
 
 
 def _checkpoint_classes(

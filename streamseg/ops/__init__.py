@@ -33,6 +33,9 @@ from torch import Tensor
 from streamseg.ops import _native
 from streamseg.ops import reference as _ref
 from streamseg.ops import rle as _rle
+from streamseg.ops._checks import _check, _check_boxes, _check_paste, _check_scores
+from streamseg.ops._native import on_gpu
+from streamseg.ops.paste import paste_masks_packed, paste_regions
 
 __all__ = [
     "batched_nms",
@@ -47,9 +50,12 @@ __all__ = [
     "multiscale_roi_align",
     "native_cpu",
     "nms",
+    "on_gpu",
     "paste_masks",
     "paste_masks_binary",
     "paste_masks_crops",
+    "paste_masks_packed",
+    "paste_regions",
     "reference_ops",
     "remove_small_boxes",
     "rle_to_mask",
@@ -69,31 +75,10 @@ def _kernels(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> Any:
     ``torch.ops.streamseg`` (C++) serves CPU tensors, ``torch.ops.streamseg_triton``
     (Triton) CUDA tensors; both take the same arguments.
     """
-    if t.dtype not in dtypes or not _native.enabled(t.device.type):
+    kind = "cuda" if t.device.type in _native.GPU_DEVICE_TYPES else t.device.type
+    if t.dtype not in dtypes or not _native.enabled(kind):
         return None
-    return torch.ops.streamseg_triton if t.device.type == "cuda" else torch.ops.streamseg
-
-
-def _check(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(message)
-
-
-def _check_boxes(boxes: Tensor, name: str = "boxes", width: int = 4) -> None:
-    _check(
-        boxes.dim() == 2 and boxes.shape[1] == width,
-        f"{name} must be a (N, {width}) tensor, got shape {tuple(boxes.shape)}",
-    )
-    _check(boxes.is_floating_point(), f"{name} must be floating point, got {boxes.dtype}")
-
-
-def _check_scores(boxes: Tensor, scores: Tensor) -> None:
-    _check_boxes(boxes)
-    _check(
-        scores.shape == boxes.shape[:1],
-        f"scores must be (N,) with N = {boxes.shape[0]} boxes, got shape {tuple(scores.shape)}",
-    )
-    _check(scores.device == boxes.device, "boxes and scores must be on the same device")
+    return torch.ops.streamseg_triton if kind == "cuda" else torch.ops.streamseg
 
 
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float) -> Tensor:
@@ -184,7 +169,7 @@ def _roi_align(
 
 def multiscale_roi_align(
     features: Sequence[Tensor],
-    boxes: Sequence[Tensor],
+    boxes: Sequence[Tensor] | Tensor,
     image_sizes: Sequence[tuple[int, int]],
     output_size: int | tuple[int, int],
     sampling_ratio: int,
@@ -197,7 +182,9 @@ def multiscale_roi_align(
 
     Args:
         features: FPN maps ``(B, C, Hl, Wl)``, finest first (e.g. P2..P5).
-        boxes: per image ``(Ki, 4)`` float xyxy image pixels.
+        boxes: per image ``(Ki, 4)`` float xyxy image pixels, or one
+            ``(B, K, 4)`` tensor (``K`` boxes for each image), or ``(K, 5)``
+            rois ``(image_index, x1, y1, x2, y2)``.
         image_sizes: per image ``(h, w)`` before padding; scales are
             ``2 ** round(log2(Hl / max h))``.
         output_size: bins per side (or ``(oh, ow)``).
@@ -211,12 +198,19 @@ def multiscale_roi_align(
         ``(sum Ki, C, oh, ow)`` in image order.
     """
     _check(len(features) > 0, "features must hold at least one feature map")
+    if isinstance(boxes, Tensor) and boxes.dim() == 2:
+        _check_boxes(boxes, "rois", width=5)
+    elif isinstance(boxes, Tensor):
+        _check(boxes.dim() == 3, f"boxes must be (B, K, 4), got shape {tuple(boxes.shape)}")
+        _check_boxes(boxes[0])
     _check(
-        len(boxes) == len(image_sizes),
+        (isinstance(boxes, Tensor) and boxes.dim() == 2) or len(boxes) == len(image_sizes),
         f"got {len(boxes)} box lists but {len(image_sizes)} image sizes",
     )
-    for b in boxes:
-        _check_boxes(b)
+    if not isinstance(boxes, Tensor):
+        for b in boxes:
+            _check_boxes(b)
+    kernels = _kernels(features[0], _ANY_FLOAT)
     return _ref.multiscale_roi_align(
         features,
         boxes,
@@ -226,7 +220,9 @@ def multiscale_roi_align(
         canonical_scale,
         canonical_level,
         aligned=aligned,
-        align=_roi_align,
+        align=None if kernels is None else _roi_align,
+        # On a GPU, pool every RoI on every level: no sync for a level's RoI count.
+        every_level=on_gpu(features[0]),
     )
 
 
@@ -323,17 +319,6 @@ def reference_ops() -> dict[str, str]:
     return _native.reference_ops()
 
 
-def _check_paste(masks: Tensor, boxes: Tensor, image_size: tuple[int, int]) -> tuple[int, int]:
-    """Check the arguments of a mask paste; the frame's ``(h, w)``."""
-    _check(
-        masks.dim() == 3 and masks.shape[1] == masks.shape[2],
-        f"masks must be (N, M, M), got shape {tuple(masks.shape)}",
-    )
-    _check_boxes(boxes)
-    _check(masks.shape[0] == boxes.shape[0], "masks and boxes must have the same length")
-    return int(image_size[0]), int(image_size[1])
-
-
 def paste_masks(
     masks: Tensor, boxes: Tensor, image_size: tuple[int, int], padding: int = 1
 ) -> Tensor:
@@ -414,7 +399,10 @@ def paste_masks_crops(
         threshold >= 0,
         f"threshold must be >= 0 for crops (got {threshold}): below 0 the whole frame is set",
     )
-    return _ref.paste_masks_crops(masks, boxes, (h, w), float(threshold), int(padding))
+    packed = _ref.paste_masks_packed if on_gpu(masks) else _ref.paste_masks_packed_loop
+    return _ref.paste_masks_crops(
+        masks, boxes, (h, w), float(threshold), int(padding), packed=packed
+    )
 
 
 def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
@@ -424,7 +412,7 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     """
     _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
     kernels = _kernels(masks, (torch.bool, torch.uint8)) if masks.shape[0] > 0 else None
-    if kernels is not None and masks.device.type == "cuda":
+    if kernels is not None and masks.device.type in _native.GPU_DEVICE_TYPES:
         from streamseg.ops.triton import rle as gpu_rle
 
         # Run boundaries and lengths on the device; only the runs cross to the host.

@@ -50,6 +50,7 @@ from torch import Tensor
 
 __all__ = [
     "ENV_VAR",
+    "GPU_DEVICE_TYPES",
     "NativeOpsError",
     "cache_dir",
     "enabled",
@@ -57,6 +58,7 @@ __all__ = [
     "load",
     "load_gpu",
     "mode",
+    "on_gpu",
     "reference_ops",
     "sources",
     "sources_dir",
@@ -68,6 +70,9 @@ _MODES = ("auto", "reference", "native")
 _OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
 _log = logging.getLogger("streamseg.ops")
 R = TypeVar("R")
+# Device types whose tensors the Triton kernels serve: CUDA, plus the emulated GPU
+# of streamseg.ops.dispatch (a CPU stand-in that counts launches) once it is in use.
+GPU_DEVICE_TYPES: set[str] = {"cuda"}
 
 
 class NativeOpsError(RuntimeError):
@@ -269,6 +274,12 @@ def load(verbose: bool = False) -> frozenset[str]:
             f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
         )
     return _STATE.devices
+
+
+def on_gpu(t: torch.Tensor) -> bool:
+    """Whether ``t`` is on a GPU (CUDA, or the emulated one that counts dispatches):
+    where a host sync stalls the device and code should avoid one."""
+    return t.device.type in GPU_DEVICE_TYPES
 
 
 @torch.compiler.assume_constant_result

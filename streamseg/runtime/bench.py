@@ -8,9 +8,10 @@ recorded clip:
 * end-to-end: the full pipeline with the clip as a file source (decode,
   batching, segmentation, tracking, JSON/RLE encoding, Redis publishing),
   timed from start to the last Redis acknowledgement;
-* live (``run_live``): the pipeline's own cameras, as ``serve`` runs them,
-  for a fixed time: per camera, frames/s in and processed, the real-time
-  ratio, drops and glass-to-event latency.
+* live (:mod:`streamseg.runtime.bench_live`): the pipeline's own cameras,
+  as ``serve`` runs them, for a fixed time: per camera, frames/s in and
+  processed, the real-time ratio, the frame counters and glass-to-event
+  latency.
 
 The goal is ``ratio = e2e_fps / model_fps >= 0.9``: everything but inference
 hidden behind it.
@@ -48,6 +49,7 @@ from streamseg.config.redis import RedisConfig
 from streamseg.runtime.factory import build_pipeline, decode_device, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
+from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.stats import STAGE_CPU
 from streamseg.types import Frame, FrameBatch
 
@@ -62,7 +64,6 @@ __all__ = [
     "model_only_fps",
     "oracle_summary",
     "run_end_to_end",
-    "run_live",
     "run_sources",
     "summary",
     "write_clip",
@@ -232,7 +233,7 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _pipeline(
+def timed_pipeline(
     config: PipelineConfig,
     segmenter: SegmenterLike,
     sources: dict[str, SourceLike],
@@ -279,20 +280,32 @@ def run_sources(
     ``viewers``: a console viewer draws and encodes every camera meanwhile.
     """
     watching = ConsoleViewers(config, segmenter.class_names, list(sources)) if viewers else None
-    pipeline = _pipeline(config, segmenter, sources, watching.live if watching else None)
+    pipeline = timed_pipeline(config, segmenter, sources, watching.live if watching else None)
     cpu0, t0 = _process_cpu(segmenter), time.monotonic()
     with watching or contextlib.nullcontext():
         pipeline.start()
-        pipeline.wait()
+        while not pipeline.wait(0.1):
+            if pipeline.segment_stage.failed_batches:  # no figure to wait for: stop at once
+                pipeline.stop()
     stats = pipeline.stats
     end = stats.last_publish or time.monotonic()
     cpu = {**pipeline.cpu_seconds(), "process": _process_cpu(segmenter) - cpu0}
     pipeline.join()
     published = sum(c.published for c in stats.snapshot().values())
     if pipeline.failure is not None:
-        raise RuntimeError(f"pipeline failed: {pipeline.failure}")
+        raise RuntimeError(f"the pipeline failed: {describe_error(pipeline.failure)}")
+    raise_failed_batches(pipeline)
     rendered = watching.rendered if watching is not None else 0
     return BenchResult(published, end - t0, stats.all_latencies(), cpu, rendered)
+
+
+def raise_failed_batches(pipeline: Pipeline) -> None:
+    """A benchmark whose model failed a batch measured nothing: raise, naming the error."""
+    health = pipeline.segment_stage.health()
+    if health["failed_batches"]:
+        raise RuntimeError(
+            f"the model failed {health['failed_batches']} batch(es); last: {health['last_error']}"
+        )
 
 
 def _process_cpu(segmenter: SegmenterLike) -> float:
@@ -355,75 +368,7 @@ class ConsoleViewers:
                 self.rendered += 1
 
 
-def run_live(
-    config: PipelineConfig, segmenter: SegmenterLike, seconds: float, settle: float = 1.0
-) -> dict[str, Any]:
-    """Serve the pipeline's own cameras for ``seconds`` and measure each one.
-
-    Timing starts once every camera has published a frame (at most 60 s of
-    connecting, model warm-up) plus ``settle`` seconds. Per camera:
-    ``camera_fps`` (frames the source delivered per second, after its
-    ``max_fps``), ``processed_fps``, ``realtime_ratio`` (processed / camera,
-    1.0 = keeps up), ``dropped`` by reason, and glass-to-event latency
-    (frame read to Redis acknowledgement) percentiles in ms.
-    """
-    device = decode_device(config)  # DALI cameras decode on the model's device, as in serve
-    sources = {cam.id: open_camera(cam, device=device) for cam in config.cameras}
-    pipeline = _pipeline(config, segmenter, sources)
-    stats = pipeline.stats
-    pipeline.start()
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and pipeline.failure is None:
-            if all(c.published > 0 for c in stats.snapshot().values()):
-                break
-            time.sleep(0.1)
-        time.sleep(settle)
-        t0, before, reasons0 = time.monotonic(), stats.snapshot(), stats.drop_reasons()
-        pipeline.stop_event.wait(seconds)
-        t1, after, reasons1 = time.monotonic(), stats.snapshot(), stats.drop_reasons()
-        states = pipeline.camera_states()
-    finally:
-        pipeline.stop()
-        pipeline.wait(config.runtime.drain_timeout + 5)
-        pipeline.join(10)
-    if pipeline.failure is not None:
-        raise RuntimeError(f"pipeline failed: {pipeline.failure}")
-    dt = t1 - t0
-    samples = [(c, lat) for c, t, lat in stats.latency_samples() if t0 <= t <= t1]
-    cameras: dict[str, Any] = {}
-    for cid in sources:
-        read = after[cid].frames_in - before[cid].frames_in
-        processed = after[cid].processed - before[cid].processed
-        reasons = {
-            r: n - reasons0[cid].get(r, 0)
-            for r, n in reasons1[cid].items()
-            if n > reasons0[cid].get(r, 0)
-        }
-        cameras[cid] = {
-            "state": states[cid][0],
-            "camera_fps": round(read / dt, 2),
-            "processed_fps": round(processed / dt, 2),
-            "realtime_ratio": round(processed / read, 3) if read else None,
-            "frames_read": read,
-            "processed": processed,
-            "published": after[cid].published - before[cid].published,
-            "dropped": after[cid].dropped - before[cid].dropped,
-            "dropped_by_reason": reasons,
-            **_latency_ms([lat for c, lat in samples if c == cid]),
-        }
-    read_all = sum(c["frames_read"] for c in cameras.values())
-    done_all = sum(c["processed"] for c in cameras.values())
-    return {
-        "seconds": round(dt, 2),
-        "realtime_ratio": round(done_all / read_all, 3) if read_all else None,
-        "processed_fps": round(done_all / dt, 2),
-        **_latency_ms([lat for _c, lat in samples]),
-        "cameras": cameras,
-    }
-
-
-def _latency_ms(latencies: Sequence[float]) -> dict[str, float | None]:
+def latency_ms(latencies: Sequence[float]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for q in (50, 90, 99):
         v = percentile(latencies, q)
@@ -527,7 +472,7 @@ def summary(rounds: Sequence[Round], extra: dict[str, Any]) -> dict[str, Any]:
         "ratio": round(_ratio(model, e2e), 3),
         "ratios": [round(_ratio(*pair), 3) for pair in rounds],
         "goal_ratio": GOAL_RATIO,
-        **_latency_ms(e2e.latencies),
+        **latency_ms(e2e.latencies),
         "e2e_frames_published": e2e.frames,
         "cpu_ms_per_frame": cpu_ms_per_frame(e2e),
         "peak_rss_mb": round(peak_rss_mb(), 1),
@@ -561,7 +506,7 @@ def oracle_summary(e2e: BenchResult, extra: dict[str, Any]) -> dict[str, Any]:
         "model": "oracle",
         "e2e_fps": round(e2e.fps, 3),
         "e2e_frames_published": e2e.frames,
-        **_latency_ms(e2e.latencies),
+        **latency_ms(e2e.latencies),
         "cpu_ms_per_frame": per_frame,
         "host_stages": list(HOST_STAGES),
         "host_ms_per_frame": round(host, 4),

@@ -47,11 +47,12 @@ def forget_camera(service: Service, camera_id: str, *, timeout: float = 5.0) -> 
 
 
 def _through(stats: Any, camera_id: str, timeout: float) -> bool:
-    """Wait until every frame ``camera_id`` read was published or dropped."""
+    """Wait until every frame ``camera_id`` read was skipped, published or lost
+    (``read = skipped + published + lost`` once none is in the pipeline)."""
     deadline = time.monotonic() + timeout
     while True:
         c = stats.snapshot().get(camera_id)
-        if c is None or c.frames_in <= c.dropped + c.published:
+        if c is None or c.read <= c.skipped + c.published + c.lost:
             return True
         if time.monotonic() > deadline:
             return False

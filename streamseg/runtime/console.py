@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.cameras import CameraConfig
 from streamseg.redact import redact_text, redact_url
+from streamseg.telemetry.counters import FRAME_COUNTERS
 
 if TYPE_CHECKING:
     from streamseg.runtime.service import Service
@@ -37,19 +38,16 @@ class ServiceConsole:
 
     def cameras(self) -> dict[str, dict[str, Any]]:
         _ready, details = self.service.readiness()
-        p = self.service.pipeline
-        counts = p.stats.snapshot() if p is not None else {}
         out: dict[str, dict[str, Any]] = {}
         for cam in self.service.cameras:
             info = dict(details["cameras"].get(cam.id, {"state": "connecting"}))
-            c = counts.get(cam.id)
+            counts = info.get("counts", {})
             info.update(
                 id=cam.id,
                 url=redact_url(cam.url),
-                fps=self._fps(cam.id, c.processed if c is not None else 0),
-                processed=c.processed if c is not None else 0,
-                dropped=c.dropped if c is not None else 0,
-                published=c.published if c is not None else 0,
+                fps=self._fps(cam.id, counts.get("segmented", 0)),
+                # the frame counters, named as streamseg.telemetry.counters says
+                **{word: counts.get(word, 0) for word in FRAME_COUNTERS},
             )
             out[cam.id] = info
         return out

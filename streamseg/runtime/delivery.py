@@ -3,8 +3,9 @@
 Every message goes to every sink, and each sink reports each message once:
 delivered or dropped. A frame's detections message is done when every
 sink has reported it: then the frame counts as published (capture to the
-last sink's acknowledgement is its latency) or, when any sink dropped it,
-as dropped with that sink's name as the reason. Per-sink figures (messages,
+last sink's acknowledgement is its latency) or, when any sink gave it up,
+as lost with that sink's name as the reason (the words of
+:mod:`streamseg.telemetry.counters`). Per-sink figures (messages,
 drops, errors, reconnects) carry the attribute ``sink``.
 
 Two latencies, each with one meaning: the processing latency of a frame
@@ -61,7 +62,7 @@ class Delivery:
 
     def dropped(self, sink: str, messages: Sequence[Message]) -> None:
         if self.metrics is not None:
-            self.metrics.sink_dropped.add(len(messages), {"sink": sink})
+            self.metrics.messages_lost.add(len(messages), {"sink": sink})
         self._settle(messages, sink)
 
     def error(self, sink: str, op: str, kind: str) -> None:
@@ -89,7 +90,7 @@ class Delivery:
                 self.stats.published(camera, latency, processing)
                 self.tracer.end(m.frame, latency_s=latency)
             else:
-                self.stats.dropped(camera, why)
+                self.stats.lost(camera, why)
                 self.tracer.end(m.frame, dropped=why)
 
     def _report(self, m: Message, dropped_by: str | None) -> tuple[bool, str | None]:

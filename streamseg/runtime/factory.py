@@ -7,6 +7,7 @@ keyword arguments (docs/architecture.md).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,9 @@ __all__ = [
     "build_segmenter",
     "build_swap_controller",
     "build_tracker",
+    "check_rules_early",
     "decode_device",
+    "known_class_names",
     "open_camera",
     "source_options",
 ]
@@ -109,14 +112,59 @@ def resolve_weights(model: ModelConfig) -> str | None:
     raise FileNotFoundError(f"model weights not found: {path}")
 
 
-def build_model_stage(config: PipelineConfig) -> SegmenterLike:
+def known_class_names(model: ModelConfig) -> tuple[str, ...] | None:
+    """The model's class names as far as the config, the weights catalogue or the
+    checkpoint's meta say them, without building the model; ``None``: only
+    the built model knows (random weights, a torchvision or detectron2 file)."""
+    from streamseg.models.checkpoint import checkpoint_meta
+
+    if model.class_names is not None:
+        return tuple(model.class_names)
+    if model.num_classes is not None:
+        return None
+    entry = model.catalogue_entry()
+    names = entry.class_names() if entry is not None else None
+    if names is not None:
+        return tuple(names)
+    path = model.weights_file()
+    meta = checkpoint_meta(path) if path is not None else {}
+    found = meta.get("class_names")
+    return tuple(str(n) for n in found) if isinstance(found, list | tuple) else None
+
+
+def check_rules_early(config: PipelineConfig) -> None:
+    """Raise ``RuleError`` for an alert rule naming a class the model lacks,
+    when its classes are known before it is built (:func:`known_class_names`):
+    then no model process is started and no camera opened for nothing."""
+    if not (config.tracking.enabled or config.alerts.enabled):
+        return  # no rules are built (build_tracker)
+    names = known_class_names(config.model)
+    if names is not None:
+        from streamseg.track.rules.engine import check_rule_classes
+
+        check_rule_classes(config.alerts, names)
+
+
+def build_model_stage(
+    config: PipelineConfig, *, cancel: threading.Event | None = None
+) -> SegmenterLike:
     """The model as the pipeline runs it: in this process, or in its own
-    (``runtime.model_process``) with ``runtime``'s torch threads."""
-    if config.runtime.model_process:
+    (``runtime.model_process``) with ``runtime``'s torch threads.
+
+    ``cancel``: setting it ends a model's own process while it starts
+    (``ModelProcess`` raises ``StartCancelled``); a model built in this
+    process is built to the end.
+    """
+    rt = config.runtime
+    if rt.model_process:
         from streamseg.runtime.model_process import ModelProcess
 
-        threads = config.runtime.inference_threads()
-        return ModelProcess(config.model, threads=threads)
+        return ModelProcess(
+            config.model,
+            threads=rt.inference_threads(),
+            answer_timeout=rt.model_timeout,
+            cancel=cancel,
+        )
     return build_segmenter(config.model)
 
 
@@ -197,12 +245,16 @@ def build_pipeline(
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
     tap: FrameTap | None = None,
+    tracker: TrackingStageLike | str | None = "build",
 ) -> Pipeline:
     """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
 
     ``serve`` (``Service``) and the benchmarks both build theirs here, so a
     benchmark measures exactly what ``serve`` runs; they differ only in the
-    sources, the telemetry and the hooks passed in.
+    sources, the telemetry and the hooks passed in. ``tracker``: the
+    tracking stage already built by ``build_tracker`` (``serve`` builds it
+    before opening the cameras, so that a rule the model cannot run stops
+    it first); by default it is built here.
     """
     from streamseg.publish.sinks import build_sinks
     from streamseg.runtime.pipeline import Pipeline
@@ -212,7 +264,7 @@ def build_pipeline(
     return Pipeline(
         sources=sources,
         segmenter=segmenter,
-        tracker=build_tracker(config, class_names),
+        tracker=build_tracker(config, class_names) if isinstance(tracker, str) else tracker,
         encoder=build_encoder(config, class_names),
         sinks=build_sinks(config),
         batch_size=m.batch_size,

@@ -9,17 +9,32 @@ to itself.
 
 How: :class:`ModelProcess` stands in for the segmenter in the pipeline. A
 batch's frames are copied into one shared memory block (grown when a batch
-needs more), a small header goes through a pipe, and the worker answers
-with the instances as numpy arrays (masks as box-local crops, packed in one
-array). Two batches may be in flight, each in its own block: the pipeline
-sends the next batch while the worker runs one, which hides the round
-trip. The worker's log records come back to this process's handlers
-(redaction included).
+needs more), a small header goes through a pipe, and the worker
+(:mod:`streamseg.runtime.model_worker`) answers with the instances as numpy
+arrays (masks as box-local crops, packed in one array). Two batches may be
+in flight, each in its own block: the pipeline sends the next batch while
+the worker runs one, which hides the round trip. The worker's log records
+come back to this process's handlers (redaction included).
 
-A worker that dies is started again at the next batch (the batch it had is
-reported as a segment error), with the weights last loaded. Hot swap loads
-new weights in the worker; a refused checkpoint raises here as it would in
-process and the old weights stay.
+Failures reach the caller at once, never as a silent wait:
+
+* an exception in the worker (building the model, warm-up, a batch) is
+  raised here as it is (a :class:`streamseg.errors.StartupError` keeps its
+  field and fix), or as a ``ModelProcessError`` naming its type and message;
+* a worker that ends (killed, crashed) is started again at once, with the
+  weights last loaded, and the batches it held are sent to the new one:
+  nothing is lost. A batch sent twice to workers that both ended fails
+  with a ``ModelProcessError`` saying how the last one ended (exit code or
+  signal); so does every batch once ``MAX_ENDED_IN_A_ROW`` workers in a
+  row ended without answering one (it gives up);
+* a worker that answers nothing for ``answer_timeout`` seconds is ended,
+  and its batches handled the same way;
+* a start that takes long is logged every ``STILL_STARTING_S`` seconds.
+
+Workers are started again after a backoff that grows while they keep
+ending without answering a batch (:meth:`ModelProcess.health` shows it).
+Hot swap loads new weights in the worker; a refused checkpoint raises here
+as it would in process and the old weights stay.
 """
 
 from __future__ import annotations
@@ -27,38 +42,48 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import logging.handlers
 import multiprocessing
 import multiprocessing.connection
-import pickle
-import queue
-import signal
+import os
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import Future
-from multiprocessing.shared_memory import SharedMemory
 from typing import Any
 
-import numpy as np
 import torch
 
 from streamseg.config.model import ModelConfig
-from streamseg.runtime.memory import keep_heap_memory
-from streamseg.types import Frame, FrameBatch, Instances, MaskCrops, Regions
+from streamseg.runtime.model_worker import (
+    FrameBlocks,
+    ModelProcessError,
+    Pending,
+    forward_logs,
+    how_ended,
+    run_worker,
+    unpack_instances,
+)
+from streamseg.types import FrameBatch, Instances
 
-__all__ = ["ModelProcess", "ModelProcessError"]
+__all__ = ["ModelProcess", "ModelProcessError", "StartCancelled"]
 
 log = logging.getLogger("streamseg.runtime")
 
 # Seconds a worker may take to build and warm up its model.
 START_TIMEOUT = 900.0
-# Seconds one batch may take before segment() gives up on it.
-SEGMENT_TIMEOUT = 600.0
+# A start that takes longer is logged again every this many seconds.
+STILL_STARTING_S = 30.0
+# Seconds a worker may take to answer one request before it is ended.
+ANSWER_TIMEOUT = 120.0
+# The longest wait before starting a worker again, seconds (see _backoff).
+MAX_RESTART_BACKOFF = 10.0
+# Workers that may end in a row without answering a batch before it gives up.
+MAX_ENDED_IN_A_ROW = 4
+# How often one batch is sent to a worker (once more when the first ended).
+SENDS = 2
 
 
-class ModelProcessError(RuntimeError):
-    """The model's process ended or answered nothing that can be used."""
+class StartCancelled(ModelProcessError):
+    """The first start was cancelled (the service was asked to stop meanwhile)."""
 
 
 class ModelProcess:
@@ -68,6 +93,10 @@ class ModelProcess:
         model: the ``model:`` section; the worker builds it as ``serve``
             does in process (weights, backend, warm-up).
         threads: the worker's torch intra-op threads.
+        answer_timeout: seconds one request may take before the worker is
+            ended (and its batches failed).
+        cancel: set while the first start is under way: the worker is ended
+            and :class:`StartCancelled` raised within a fraction of a second.
 
     Raises what building the model raises (a missing checkpoint, a bad
     config) when the worker cannot start.
@@ -81,19 +110,33 @@ class ModelProcess:
 
     IN_FLIGHT = 2
 
-    def __init__(self, model: ModelConfig, *, threads: int) -> None:
+    def __init__(
+        self,
+        model: ModelConfig,
+        *,
+        threads: int,
+        answer_timeout: float = ANSWER_TIMEOUT,
+        cancel: threading.Event | None = None,
+    ) -> None:
         self.model_config, self.threads = model, threads
+        self.answer_timeout = answer_timeout
         self.device = torch.device(model.device)
         self.cpu_seconds = 0.0  # the worker's CPU time in segment(), every batch so far
         self.restarts = 0
         self.peak_rss_mb = 0.0  # the largest resident size a worker reported
+        self.last_error: str | None = None  # how the last worker ended, or why a start failed
+        self._state = "starting"
+        self._ended_in_a_row = 0  # workers that ended without answering a batch since
+        self._gave_up: ModelProcessError | None = None
+        self._restarting = False  # a thread is starting a worker again
         self._ended_cpu = 0.0  # all CPU time of workers that ended
         self._worker_cpu = 0.0  # all CPU time of the running worker, at its last answer
         self._ctx = multiprocessing.get_context("spawn")  # never fork a threaded process
         self._cond = threading.Condition()  # guards everything below
-        self._blocks: list[SharedMemory | None] = [None] * self.IN_FLIGHT
+        self._blocks = FrameBlocks(self.IN_FLIGHT)
         self._free = list(range(self.IN_FLIGHT))
-        self._pending: collections.deque[tuple[Future[Any], int | None]] = collections.deque()
+        self._pending: collections.deque[Pending] = collections.deque()
+        self._again: list[Pending] = []  # batches of a worker that ended, for the next
         self._weights: str | None = None  # the last hot-swapped checkpoint
         self._proc: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
@@ -102,20 +145,22 @@ class ModelProcess:
         # of the pipe, which can come a moment before is_alive() turns False;
         # a request sent after that would never be answered.
         self._reading = False
+        self._ended_why: str | None = None  # set by the reader when it ends the worker
         self._logs: Any = None
         self._logs_done: threading.Event  # made with each worker's log queue
         self._log_thread: threading.Thread | None = None
         self._closed = False
         self.class_names: tuple[str, ...] = ()
         with self._cond:
-            self._start()
+            self._start(cancel)
 
     # -- the worker's life (called with the lock held) -------------------------
-    def _start(self) -> None:
+    def _start(self, cancel: threading.Event | None = None) -> None:
+        self._state = "starting"
         self._logs = self._ctx.Queue()
         self._logs_done = threading.Event()
         self._log_thread = threading.Thread(
-            target=_forward_logs,
+            target=forward_logs,
             args=(self._logs, self._logs_done),
             name="model-process-logs",
             daemon=True,
@@ -124,8 +169,8 @@ class ModelProcess:
         ours, theirs = self._ctx.Pipe()
         level = logging.getLogger().getEffectiveLevel()
         self._proc = self._ctx.Process(
-            target=_worker,
-            args=(theirs, self._logs, self.model_config, self.threads, level),
+            target=run_worker,
+            args=(theirs, self._logs, self.model_config, self.threads, level, os.getpid()),
             name="streamseg-model",
             daemon=True,
         )
@@ -134,32 +179,46 @@ class ModelProcess:
         self._conn = ours
         log.info("model: started its own process (pid %d)", self._proc.pid)
         try:
-            reply = self._first_answer(ours, self._proc)
-        except BaseException:
-            self._stop_worker(timeout=5.0)
+            reply = self._first_answer(ours, self._proc, cancel)
+        except BaseException as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self._stop_worker(timeout=0.0 if isinstance(exc, StartCancelled) else 5.0)
+            self._state = "failed"
+            self._ended_in_a_row += 1
             raise
         self.class_names = tuple(reply["class_names"])
         # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
         self.ops_on_reference: dict[str, str] = dict(reply.get("ops_on_reference", {}))
         self._reader = threading.Thread(
-            target=self._read_answers, args=(ours,), name="model-process-answers", daemon=True
+            target=self._read_answers,
+            args=(ours, self._proc),
+            name="model-process-answers",
+            daemon=True,
         )
-        self._reading = True
+        self._reading, self._ended_why, self._state = True, None, "running"
         self._reader.start()
 
-    def _first_answer(self, conn: Any, proc: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not conn.poll(0.2):
+    def _first_answer(self, conn: Any, proc: Any, cancel: threading.Event | None) -> dict[str, Any]:
+        start = time.monotonic()
+        said = start
+        while not conn.poll(0.1):
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                raise StartCancelled("the model's start was cancelled")
             if not proc.is_alive():
-                raise ModelProcessError(
-                    f"the model's process ended while starting (exit code {proc.exitcode})"
-                )
-            if time.monotonic() > deadline:
-                raise ModelProcessError("the model's process did not start in time")
+                raise ModelProcessError(f"the model's process {how_ended(proc)} while starting")
+            if now - start > START_TIMEOUT:
+                raise ModelProcessError(f"the model's process did not start in {START_TIMEOUT} s")
+            if now - said >= STILL_STARTING_S:
+                said, took = now, now - start
+                log.warning("model: its process (pid %d) still starts after %.0f s", proc.pid, took)
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError) as exc:
-            raise ModelProcessError("the model's process ended while starting") from exc
+            proc.join(1.0)
+            raise ModelProcessError(
+                f"the model's process {how_ended(proc)} while starting"
+            ) from exc
         if kind == "error":
             raise payload
         self._worker_cpu = float(payload["process_cpu"])
@@ -195,78 +254,172 @@ class ModelProcess:
             self._logs = None
 
     def _ensure_running(self) -> None:
-        """Start a new worker if the last one died (once its answers are all failed)."""
-        if self._closed:
-            raise ModelProcessError("the model's process is closed")
-        if self._proc is not None and self._proc.is_alive() and self._reading:
-            return
-        while self._pending:  # the reader fails what the dead worker had
+        """Start a new worker if the last one ended (once its answers are all
+        settled), after the backoff of :func:`_backoff`, and send it the
+        batches the last one held; give up after :data:`MAX_ENDED_IN_A_ROW`."""
+        while True:
+            if self._closed:
+                raise ModelProcessError("the model's process is closed")
+            if self._gave_up is not None:
+                raise self._gave_up
+            if self._proc is not None and self._proc.is_alive() and self._reading:
+                return  # (perhaps started again by another thread meanwhile)
+            if not self._pending and not self._restarting:
+                break
+            # The reader settles what the ended worker had; another thread's
+            # restart (which lets go of the lock while it waits) finishes.
             self._cond.wait(0.5)
+        self._restarting = True
+        try:
+            self._restart()
+        except BaseException as exc:
+            again, self._again = self._again, []
+            self._settle_failed(again, exc if isinstance(exc, Exception) else None)
+            raise
+        finally:
+            self._restarting = False
+            self._cond.notify_all()
+
+    def _restart(self) -> None:
         proc = self._proc
         self._stop_worker(timeout=1.0)  # reaps it (kills it if it is still there)
-        code = proc.exitcode if proc is not None else None
-        log.error("model: its process ended (exit code %s); starting it again", code)
-        self._ended_cpu += self._worker_cpu
-        self._worker_cpu = 0.0
+        if proc is not None:
+            self.last_error = self._ended_why or f"the model's process {how_ended(proc)}"
+            self._ended_cpu += self._worker_cpu
+            self._worker_cpu = 0.0
+        if self._ended_in_a_row >= MAX_ENDED_IN_A_ROW:
+            self._state = "failed"
+            self._gave_up = ModelProcessError(
+                f"{self.last_error}; {self._ended_in_a_row} of its processes in a row ended "
+                "without answering a batch: giving up"
+            )
+            log.critical("model: %s", self._gave_up)
+            raise self._gave_up
+        delay = _backoff(self._ended_in_a_row - 1)
+        log.error(
+            "model: %s; starting it again%s",
+            self.last_error,
+            f" in {delay:.0f} s" if delay else "",
+        )
+        self._state = "restarting"
+        deadline = time.monotonic() + delay
+        while not self._closed and (left := deadline - time.monotonic()) > 0:
+            self._cond.wait(left)
+        if self._closed:
+            raise ModelProcessError("the model's process is closed")
         self.restarts += 1
         self._start()
         if self._weights is not None:
             weights = self._send(("load_weights", self._weights), None)
             self._cond.release()
             try:
-                weights.result(600.0)
+                weights.result(self.answer_timeout + 5)
             finally:
                 self._cond.acquire()
+        again, self._again = self._again, []
+        for entry in again:  # what the last worker held, in the order it was sent
+            entry.sends += 1
+            self._resend(entry)
 
     # -- requests and answers -----------------------------------------------------
     def _send(self, request: tuple[Any, ...], block: int | None) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._pending.append((future, block))
-        assert self._conn is not None
-        with contextlib.suppress(OSError, ValueError):  # gone: the reader fails it
-            self._conn.send(request)
-        return future
+        entry = Pending(Future(), request, block, time.monotonic())
+        self._resend(entry)
+        return entry.future
 
-    def _read_answers(self, conn: Any) -> None:
+    def _resend(self, entry: Pending) -> None:
+        entry.sent = time.monotonic()
+        self._pending.append(entry)
+        assert self._conn is not None
+        with contextlib.suppress(OSError, ValueError):  # gone: the reader settles it
+            self._conn.send(entry.request)
+
+    def _read_answers(self, conn: Any, proc: Any) -> None:
         """Settle each request's future as its answer comes, in order; when the
-        worker is gone, fail every request it had."""
-        while True:
+        worker ends (or answers nothing in time and is ended), fail every
+        request it had."""
+        why = None
+        while why is None:
             try:
+                if not conn.poll(0.5):
+                    why = self._overdue(proc)
+                    continue
                 kind, payload = conn.recv()
             except (EOFError, OSError):
                 break
-            with self._cond:
-                if not self._pending:
-                    continue
-                future, block = self._pending.popleft()
-                if block is not None:
-                    self._free.append(block)
-                if kind == "ok":
-                    self._worker_cpu = float(payload.get("process_cpu", self._worker_cpu))
-                    rss = float(payload.get("peak_rss_mb", 0.0))
-                    self.peak_rss_mb = max(self.peak_rss_mb, rss)
-                    self.cpu_seconds += float(payload.get("cpu", 0.0))
-                self._cond.notify_all()
-            if kind == "error":
-                future.set_exception(payload)
-            elif "instances" in payload:
-                try:
-                    future.set_result([_instances(p) for p in payload["instances"]])
-                except Exception as exc:
-                    future.set_exception(exc)
-            else:
-                future.set_result(payload)
+            self._settle(kind, payload)
+        proc.join(1.0)  # its exit code, for the message
+        why = why or f"the model's process {how_ended(proc)}"
         with self._cond:
-            self._reading = False
-            failed = list(self._pending)
+            self._reading, self._ended_why = False, why
+            self._ended_in_a_row += 1
+            ended = list(self._pending)
             self._pending.clear()
-            for _future, block in failed:
-                if block is not None:
-                    self._free.append(block)
+            again = [
+                e
+                for e in ended
+                if e.request[0] == "segment" and e.sends < SENDS and not self._closed
+            ]
+            self._again += again
+            failed = [e for e in ended if e not in again]
             self._cond.notify_all()
-        error = ModelProcessError("the model's process ended before it answered")
-        for future, _block in failed:
-            future.set_exception(error)
+        self._settle_failed(failed, ModelProcessError(f"{why} before it answered"))
+        if again:  # started again now, not at the next batch: these must be answered
+            threading.Thread(
+                target=self._start_again, name="model-process-restart", daemon=True
+            ).start()
+
+    def _start_again(self) -> None:
+        with self._cond, contextlib.suppress(Exception):  # the batches were failed with it
+            self._ensure_running()
+
+    def _settle_failed(self, entries: list[Pending], error: Exception | None) -> None:
+        """Fail ``entries`` with ``error`` (default: closed); their blocks are free again."""
+        error = error or ModelProcessError("the model's process is closed")
+        with self._cond:
+            for entry in entries:
+                if entry.block is not None:
+                    self._free.append(entry.block)
+            self._cond.notify_all()
+        for entry in entries:
+            entry.future.set_exception(error)
+
+    def _overdue(self, proc: Any) -> str | None:
+        """End a worker whose oldest request waits longer than ``answer_timeout``."""
+        with self._cond:
+            sent = self._pending[0].sent if self._pending else None
+        if sent is None or time.monotonic() - sent <= self.answer_timeout:
+            return None
+        why = f"the model's process answered nothing for {self.answer_timeout:.0f} s; ended it"
+        log.error("model: %s (pid %d)", why, proc.pid)
+        proc.kill()
+        return why
+
+    def _settle(self, kind: str, payload: Any) -> None:
+        with self._cond:
+            if not self._pending:
+                return
+            entry = self._pending.popleft()
+            future = entry.future
+            if entry.block is not None:
+                self._free.append(entry.block)
+            if kind == "ok":
+                self._worker_cpu = float(payload.get("process_cpu", self._worker_cpu))
+                rss = float(payload.get("peak_rss_mb", 0.0))
+                self.peak_rss_mb = max(self.peak_rss_mb, rss)
+                self.cpu_seconds += float(payload.get("cpu", 0.0))
+                if "instances" in payload:
+                    self._ended_in_a_row = 0
+            self._cond.notify_all()
+        if kind == "error":
+            future.set_exception(payload)
+        elif "instances" in payload:
+            try:
+                future.set_result([unpack_instances(p) for p in payload["instances"]])
+            except Exception as exc:
+                future.set_exception(exc)
+        else:
+            future.set_result(payload)
 
     def _request(self, request: tuple[Any, ...], timeout: float) -> Any:
         with self._cond:
@@ -284,18 +437,19 @@ class ModelProcess:
                 self._ensure_running()
             block = self._free.pop()
             try:
-                header = self._write(block, batch.frames)
+                header = self._blocks.write(block, batch.frames)
             except BaseException:
                 self._free.append(block)
                 raise
             return self._send(("segment", header), block)
 
     def segment(self, batch: FrameBatch) -> list[Instances]:
-        result: list[Instances] = self.submit(batch).result(SEGMENT_TIMEOUT)
+        # Every future settles within answer_timeout (the worker is ended then).
+        result: list[Instances] = self.submit(batch).result(self.answer_timeout + 30)
         return result
 
     def warm_up(self) -> float:
-        return float(self._request(("warm_up",), 600.0)["seconds"])
+        return float(self._request(("warm_up",), self.answer_timeout + 30)["seconds"])
 
     def load_weights(self, path: str) -> None:
         """Load ``path`` in the worker (hot swap); raises as ``Segmenter.load_weights`` does.
@@ -303,7 +457,7 @@ class ModelProcess:
         Batches sent before run with the old weights, batches sent after
         with the new ones.
         """
-        self._request(("load_weights", path), 600.0)
+        self._request(("load_weights", path), self.answer_timeout + 30)
         self._weights = path
 
     def close(self) -> None:
@@ -311,12 +465,12 @@ class ModelProcess:
             if self._closed:
                 return
             self._closed = True
+            self._cond.notify_all()  # a restart's backoff ends
             self._stop_worker()
-            for i, shm in enumerate(self._blocks):
-                if shm is not None:
-                    shm.close()
-                    shm.unlink()
-                    self._blocks[i] = None
+            self._state = "closed"
+            again, self._again = self._again, []
+            self._settle_failed(again, None)
+            self._blocks.close()
 
     def process_cpu_seconds(self) -> float:
         """CPU seconds of the model's processes so far (every thread), as of their last answer."""
@@ -324,196 +478,21 @@ class ModelProcess:
 
     def pid(self) -> int | None:
         """The worker's process id (``None`` when none runs)."""
-        return self._proc.pid if self._proc is not None else None
+        proc = self._proc
+        return proc.pid if proc is not None else None
 
-    # -- frames into shared memory --------------------------------------------------------
-    def _write(self, index: int, frames: Sequence[Frame]) -> dict[str, Any]:
-        images = [f.image if f.image.device.type == "cpu" else f.image.cpu() for f in frames]
-        arrays = [np.ascontiguousarray(img.numpy()) for img in images]
-        need = sum(a.nbytes for a in arrays)
-        shm = self._blocks[index]
-        if shm is None or shm.size < need:
-            if shm is not None:
-                shm.close()
-                shm.unlink()
-            shm = self._blocks[index] = SharedMemory(create=True, size=max(need, 1 << 20) * 2)
-        offset, layout = 0, []
-        for a in arrays:
-            block = np.ndarray((a.nbytes,), np.uint8, buffer=shm.buf, offset=offset)
-            block[:] = a.reshape(-1).view(np.uint8)
-            layout.append((offset, a.shape, a.dtype.str))
-            offset += a.nbytes
-        meta = [(f.camera_id, f.seq, f.pts, f.capture_time, f.camera_time) for f in frames]
-        return {"shm": shm.name, "layout": layout, "frames": meta}
+    def health(self) -> dict[str, Any]:
+        """The worker as ``/readyz`` shows it: ``pid``, ``state`` (``starting``,
+        ``running``, ``restarting``, ``failed``, ``closed``), ``restarts`` and
+        ``last_error`` (how the last worker ended, or why a start failed)."""
+        state = self._state
+        if state == "running" and not self._reading:
+            state = "restarting"  # ended; the next batch starts it again
+        info = {"pid": self.pid(), "state": state, "restarts": self.restarts}
+        return {**info, "last_error": self.last_error}
 
 
-# -- the worker process ----------------------------------------------------------------------
-def _worker(
-    conn: multiprocessing.connection.Connection,
-    logs: Any,
-    model: ModelConfig,
-    threads: int,
-    level: int,
-) -> None:
-    # The parent drains on SIGINT/SIGTERM and closes us when it is done; a
-    # signal sent to the whole group must not end the model first.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    root = logging.getLogger()
-    root.handlers[:] = [logging.handlers.QueueHandler(logs)]
-    root.setLevel(level)
-    keep_heap_memory()
-    torch.set_num_threads(threads)
-    try:
-        from streamseg.runtime.factory import build_segmenter
-
-        segmenter: Any = build_segmenter(model)  # it logs its warm-up's time
-    except BaseException as exc:
-        _reply_error(conn, exc)
-        return
-    ready = {
-        "class_names": tuple(segmenter.class_names),
-        "process_cpu": time.process_time(),
-        "ops_on_reference": dict(getattr(segmenter, "ops_on_reference", {})),
-    }
-    conn.send(("ok", ready))
-    blocks: dict[str, SharedMemory] = {}
-    try:
-        while True:
-            try:
-                request = conn.recv()
-            except (EOFError, OSError):
-                return  # the parent is gone
-            op = request[0]
-            if op == "close":
-                return
-            try:
-                if op == "segment":
-                    c0 = time.thread_time()
-                    shm = _attach(blocks, request[1]["shm"])
-                    results = segmenter.segment(_batch(shm, request[1]))
-                    packed = [_pack(r) for r in results]
-                    reply = {"instances": packed, "cpu": time.thread_time() - c0}
-                elif op == "load_weights":
-                    segmenter.load_weights(request[1])
-                    reply = {}
-                elif op == "warm_up":
-                    reply = {"seconds": segmenter.warm_up()}
-                else:
-                    raise ValueError(f"unknown request {op!r}")
-            except Exception as exc:
-                _reply_error(conn, exc)
-                continue
-            reply["process_cpu"] = time.process_time()
-            reply["peak_rss_mb"] = _peak_rss_mb()
-            conn.send(("ok", reply))
-    finally:
-        for shm in blocks.values():
-            shm.close()
-        segmenter.close()
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _reply_error(conn: multiprocessing.connection.Connection, exc: BaseException) -> None:
-    """Send ``exc`` itself when it survives pickling both ways, else its type and text."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-    except Exception:
-        exc = ModelProcessError(f"{type(exc).__name__}: {exc}")
-    exc.__traceback__ = None
-    conn.send(("error", exc))
-
-
-def _attach(blocks: dict[str, SharedMemory], name: str) -> SharedMemory:
-    """The parent's block ``name``, opened once; blocks it replaced are closed."""
-    shm = blocks.get(name)
-    if shm is None:
-        while len(blocks) >= 2 * ModelProcess.IN_FLIGHT:  # the oldest was replaced
-            blocks.pop(next(iter(blocks))).close()
-        # The parent creates and unlinks the blocks (spawned children share its
-        # resource tracker, so opening one here registers nothing new).
-        shm = blocks[name] = SharedMemory(name=name)
-    return shm
-
-
-def _batch(shm: SharedMemory, header: dict[str, Any]) -> FrameBatch:
-    frames, buf = [], shm.buf
-    assert buf is not None
-    for (offset, shape, dtype), (cid, seq, pts, captured, cam_time) in zip(
-        header["layout"], header["frames"], strict=True
-    ):
-        count = int(np.prod(shape))
-        array = np.frombuffer(buf, dtype=np.dtype(dtype), count=count, offset=offset)
-        # A copy: the block is written again for the next batch, and a view
-        # would keep it from being closed.
-        image = torch.from_numpy(array.reshape(shape).copy())
-        frames.append(Frame(cid, seq, pts, captured, image, camera_time=cam_time))
-    return FrameBatch(tuple(frames))
-
-
-# -- instances across the pipe ---------------------------------------------------------------
-def _pack(inst: Instances) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "size": inst.image_size,
-        "boxes": inst.boxes.detach().cpu().numpy(),
-        "scores": inst.scores.detach().cpu().numpy(),
-        "labels": inst.labels.detach().cpu().numpy(),
-    }
-    masks = inst.masks
-    if isinstance(masks, MaskCrops):
-        crops = [c.detach().cpu().reshape(-1).numpy() for c in masks.crops]
-        out["crop_boxes"] = masks.boxes.numpy()
-        out["crops"] = np.concatenate(crops) if crops else np.zeros(0, dtype=bool)
-    elif masks is not None:
-        out["masks"] = masks.detach().cpu().numpy()
-    if inst.track_ids is not None:
-        out["track_ids"] = inst.track_ids.detach().cpu().numpy()
-    if inst.regions is not None:
-        out["regions"] = inst.regions.arrays()
-    return out
-
-
-def _instances(packed: dict[str, Any]) -> Instances:
-    masks: torch.Tensor | MaskCrops | None = None
-    if "crops" in packed:
-        boxes, flat = packed["crop_boxes"], packed["crops"]
-        shapes = np.stack((boxes[:, 3] - boxes[:, 1], boxes[:, 2] - boxes[:, 0]), 1)
-        ends = np.cumsum([0, *(shapes[:, 0] * shapes[:, 1]).tolist()]).tolist()
-        # numpy slices, not torch ones: no torch call per crop in this process
-        crops = [
-            torch.from_numpy(flat[a:b].reshape(h, w))
-            for a, b, (h, w) in zip(ends[:-1], ends[1:], shapes.tolist(), strict=True)
-        ]
-        masks = MaskCrops(image_size=packed["size"], boxes=torch.from_numpy(boxes), crops=crops)
-    elif "masks" in packed:
-        masks = torch.from_numpy(packed["masks"])
-    track_ids, regions = packed.get("track_ids"), packed.get("regions")
-    return Instances(
-        image_size=packed["size"],
-        boxes=torch.from_numpy(packed["boxes"]),
-        scores=torch.from_numpy(packed["scores"]),
-        labels=torch.from_numpy(packed["labels"]),
-        masks=masks,
-        track_ids=torch.from_numpy(track_ids) if track_ids is not None else None,
-        regions=Regions.from_arrays(regions) if regions is not None else None,
-    )
-
-
-def _forward_logs(logs: Any, done: threading.Event) -> None:
-    """Hand the worker's log records to this process's loggers; once ``done``
-    is set, return when none is waiting."""
-    while True:
-        try:
-            record = logs.get(timeout=0.2)
-        except queue.Empty:
-            if done.is_set():
-                return
-            continue
-        except Exception:  # a record cut short by a killed worker, a closed queue
-            return
-        logging.getLogger(record.name).handle(record)
+def _backoff(ended_in_a_row: int) -> float:
+    """Seconds to wait before starting a worker after ``ended_in_a_row`` ended before it:
+    none after the first, then 1, 2, 4 ... up to ``MAX_RESTART_BACKOFF``."""
+    return 0.0 if ended_in_a_row <= 0 else min(MAX_RESTART_BACKOFF, 2.0 ** (ended_in_a_row - 1))

@@ -8,7 +8,7 @@
         -> StageQueue "results" (block)
       (a model in its own process: the segment thread sends each batch with
       segmenter.submit and goes on; thread "segment-results" waits for each
-      batch's results in order and queues them)
+      batch's results in order and queues them; streamseg.runtime.segmenting)
     track thread: TrackingStage.process per frame (stage "track")
         -> StageQueue "publish" (block)
     publish thread: encode each message once (stage "publish") -> every sink
@@ -23,14 +23,12 @@ itself when every file is done.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from typing import Any, cast
+from typing import Any
 
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
@@ -40,14 +38,14 @@ from streamseg.runtime.protocols import (
     FrameTap,
     SegmenterLike,
     SourceLike,
-    SubmittingSegmenter,
     TrackingStageLike,
 )
 from streamseg.runtime.queues import CameraQueues, StageQueue
+from streamseg.runtime.segmenting import SegmentStage, describe_error
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
-from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
+from streamseg.types import Event, Frame, FrameResult
 
 __all__ = ["STAGES", "Pipeline"]
 
@@ -55,13 +53,10 @@ log = logging.getLogger("streamseg.runtime")
 
 STAGES = ("ingest", "batch", "segment", "track", "publish")
 
-# A stage that fails this many batches in a row stops the pipeline.
-MAX_CONSECUTIVE_FAILURES = 5
 # Seconds before a live source whose run() returned on its own is started again.
 SOURCE_RESTART_DELAY = 1.0
 
 TrackItem = tuple[FrameResult, list[Event]]
-InFlight = tuple[list[Frame], "Future[list[Instances]]", float]
 
 
 class Pipeline:
@@ -134,9 +129,20 @@ class Pipeline:
         for cid, src in self.sources.items():
             self._add_queue(cid, src)
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
-        # Batches sent to a model in its own process, waiting for their results.
-        self._in_flight: StageQueue[InFlight] = StageQueue("in_flight", 2)
-        self._segment_failures = 0
+        self.segment_stage = SegmentStage(
+            segmenter=segmenter,
+            queues=self.queues,
+            results=self.results,
+            stats=self.stats,
+            metrics=metrics,
+            tracer=self.tracer,
+            batch_size=batch_size,
+            max_wait=max_wait,
+            between_batches=between_batches,
+            keep_pixels=self._keep_pixels if tap is not None else None,
+            on_error=self._stage_error,
+            on_fail=self._fail,
+        )
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
         self.delivery = Delivery(
             sinks=len(self.sinks), stats=self.stats, metrics=metrics, tracer=self.tracer
@@ -170,13 +176,8 @@ class Pipeline:
         for cid, src in self.sources.items():
             self._ingest[cid] = self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._started = True
-        if callable(getattr(self.segmenter, "submit", None)):
-            # A model in its own process takes the next batch while it runs
-            # this one: one thread sends batches, another takes the results.
-            self._spawn("segment", self._run_submit)
-            self._spawn("segment-results", self._run_collect)
-        else:
-            self._spawn("segment", self._run_segment)
+        for name, target in self.segment_stage.threads():
+            self._spawn(name, target)
 
     def stop(self) -> None:
         """Stop reading cameras; what was read still drains to the sinks."""
@@ -302,10 +303,10 @@ class Pipeline:
     # -- ingest ------------------------------------------------------------
     def _run_source(self, cid: str, src: SourceLike) -> None:
         def emit(frame: Frame) -> None:
-            self.stats.frame_in(cid)
+            self.stats.read(cid)
             frame = self.tracer.start(frame)
             if not self.queues.put(frame, self.stop_event):
-                self.stats.dropped(cid, "stopping")
+                self.stats.skipped(cid, "stopping")
                 self.tracer.end(frame, dropped="stopping")
 
         stop = self._camera_stop[cid]  # set by stop() and by remove_source(cid)
@@ -330,127 +331,14 @@ class Pipeline:
             log.info("ingest[%s]: source ended", cid)
 
     def _on_queue_drop(self, frame: Frame) -> None:
-        self.stats.dropped(frame.camera_id, "queue_full")
+        """The live-camera policy: the camera's oldest waiting frame gives way."""
+        self.stats.skipped(frame.camera_id, "queue_full")
         self.tracer.end(frame, dropped="queue_full")
 
-    # -- batch + segment -----------------------------------------------------
-    def _next_batch(self) -> list[Frame] | None:
-        t0 = time.thread_time()
-        frames = self.queues.take_batch(self.batch_size, self.max_wait)
-        if frames is not None:
-            self._record_batch(frames)
-            self.stats.add_cpu("batching", time.thread_time() - t0)
-        return frames
-
-    def _run_segment(self) -> None:
-        try:
-            while (frames := self._next_batch()) is not None:
-                run = functools.partial(self.segmenter.segment, FrameBatch(tuple(frames)))
-                self._segmented(frames, run)
-                self._between_batches()
-        except BaseException as exc:
-            self._fail("segment", exc)
-        finally:
-            self.results.close()
-
-    def _run_submit(self) -> None:
-        """Send each batch to the model (``segmenter.submit``) without waiting for it."""
-        submitter = cast(SubmittingSegmenter, self.segmenter)
-        try:
-            while (frames := self._next_batch()) is not None:
-                t0 = time.monotonic()
-                try:
-                    future = submitter.submit(FrameBatch(tuple(frames)))
-                except Exception as exc:
-                    future = Future()
-                    future.set_exception(exc)
-                self._in_flight.put((frames, future, t0))
-                self._between_batches()
-        except BaseException as exc:
-            self._fail("segment", exc)
-        finally:
-            self._in_flight.close()
-
-    def _run_collect(self) -> None:
-        """Take each sent batch's results, in order, on to tracking."""
-        try:
-            end = False
-            while not end:
-                items, end = self._in_flight.get_many(1, None)
-                for frames, future, t0 in items:
-                    self._segmented(frames, future.result, t0)
-        except BaseException as exc:
-            self._fail("segment", exc)
-        finally:
-            self.results.close()
-
-    def _segmented(
-        self, frames: list[Frame], run: Callable[[], list[Instances]], t0: float | None = None
-    ) -> None:
-        """Run (or wait for) one batch and queue its results; a failed batch
-        is dropped, and too many failures in a row stop the pipeline."""
-        try:
-            results = self._segment(frames, run, t0)
-        except Exception as exc:
-            self._segment_failures += 1
-            self._stage_error("segment", exc)
-            for f in frames:
-                self.stats.dropped(f.camera_id, "segment_error")
-                self.tracer.end(f, dropped="segment_error")
-            if self._segment_failures >= MAX_CONSECUTIVE_FAILURES:
-                self._fail("segment", exc)
-            return
-        self._segment_failures = 0
-        cpu0 = time.thread_time()
-        for r in results:
-            self.results.put(r)
-        self.stats.add_cpu("host_copy", time.thread_time() - cpu0)
-
-    def _between_batches(self) -> None:
-        if self.between_batches is not None:
-            try:
-                self.between_batches(self.segmenter)
-            except Exception as exc:
-                self._stage_error("segment", exc)
-
-    def _record_batch(self, frames: Sequence[Frame]) -> None:
-        now = time.time()
-        with self.tracer.stage(
-            "batch", frames, **{"batch.fill_wait_s": self.queues.last_fill_wait}
-        ):
-            pass
-        if self.metrics is not None:
-            self.metrics.batch_size.record(len(frames))
-            self.metrics.stage_latency.record(self.queues.last_fill_wait, {"stage": "batch"})
-            for f in frames:
-                self.metrics.queue_wait.record(max(0.0, now - f.capture_time))
-
-    def _segment(
-        self,
-        frames: Sequence[Frame],
-        run: Callable[[], list[Instances]],
-        t0: float | None = None,
-    ) -> list[FrameResult]:
-        t0, cpu0 = t0 or time.monotonic(), time.thread_time()
-        elsewhere0 = getattr(self.segmenter, "cpu_seconds", 0.0)  # a model in its own process
-        with self.tracer.stage("segment", frames, cameras=sorted({f.camera_id for f in frames})):
-            instances = run()
-        cpu1 = time.thread_time()
-        elsewhere = getattr(self.segmenter, "cpu_seconds", 0.0) - elsewhere0
-        self.stats.add_cpu("model", cpu1 - cpu0 + elsewhere)
-        if len(instances) != len(frames):
-            raise RuntimeError(
-                f"segmenter returned {len(instances)} results for {len(frames)} frames"
-            )
-        self._stage_time("segment", t0)
-        out = []
-        for f, inst in zip(frames, instances, strict=True):
-            self.stats.processed(f.camera_id)
-            if self.tap is not None and self.tap.wants(f.camera_id):
-                self._tapped[(f.camera_id, f.seq)] = f.image
-            out.append(FrameResult(f.without_image(), inst))
-        self.stats.add_cpu("host_copy", time.thread_time() - cpu1)
-        return out
+    def _keep_pixels(self, frame: Frame) -> None:
+        """Keep a segmented frame's pixels for the live view, if it watches the camera."""
+        if self.tap is not None and self.tap.wants(frame.camera_id):
+            self._tapped[(frame.camera_id, frame.seq)] = frame.image
 
     # -- track -----------------------------------------------------------------
     def _run_track(self) -> None:
@@ -561,9 +449,7 @@ class Pipeline:
                 self._stage_error("publish", exc)
                 continue
             if lost:
-                log.warning(
-                    "publish: %d messages could not reach sink %s; dropped", lost, sink.name
-                )
+                log.warning("publish: %d messages could not reach sink %s; lost", lost, sink.name)
 
     # -- errors ---------------------------------------------------------------------
     def _stage_time(self, stage: str, t0: float) -> None:
@@ -572,12 +458,14 @@ class Pipeline:
 
     def _stage_error(self, stage: str, exc: BaseException, camera: str | None = None) -> None:
         where = f"{stage}[{camera}]" if camera else stage
-        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=exc)
+        # A traceback that says nothing (a model process that ended) is left out.
+        trace = exc if getattr(exc, "log_traceback", True) else None
+        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=trace)
         if self.metrics is not None:
             self.metrics.stage_errors.add(1, {"stage": stage})
 
     def _fail(self, stage: str, exc: BaseException) -> None:
-        log.critical("%s: giving up after repeated failures; stopping the pipeline", stage)
+        log.critical("%s: giving up: %s; stopping the pipeline", stage, _scrub(describe_error(exc)))
         self.failure = self.failure or exc
         self.stop()
 

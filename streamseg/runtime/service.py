@@ -3,11 +3,13 @@
 ``Service(config).run()`` returns the process exit code: 0 after a clean
 stop (SIGINT/SIGTERM, or every file source done), 1 when a stage failed or
 the drain did not finish in ``runtime.drain_timeout``. A second signal
-while draining exits at once with 130.
+while draining exits at once with 130 (one that comes within a second of
+the first is taken for the same request, delivered twice).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
@@ -23,12 +25,17 @@ from streamseg.runtime.factory import (
     build_model_stage,
     build_pipeline,
     build_swap_controller,
+    build_tracker,
+    check_rules_early,
     decode_device,
     open_camera,
 )
+from streamseg.runtime.model_health import model_counts, model_health
 from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter
+from streamseg.telemetry.counters import camera_summary, sink_counts, sink_summary
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.setup import Telemetry
@@ -39,6 +46,8 @@ __all__ = ["Service"]
 log = logging.getLogger("streamseg.runtime")
 
 READY_CAMERA_STATES = ("streaming", "finished")
+# A second signal within this many seconds of the first is the same request.
+SAME_SIGNAL_S = 1.0
 
 
 class Service:
@@ -79,6 +88,7 @@ class Service:
         self._cameras_lock = threading.Lock()
         self._stop = threading.Event()
         self._signals = 0
+        self._first_signal = 0.0  # time.monotonic() of the first signal
 
     def run(self) -> int:
         t = self.config.telemetry
@@ -99,11 +109,7 @@ class Service:
             return self._run_pipeline(pipeline)
         finally:
             self._restore_signals(old_handlers)
-            for hook in self._hooks:
-                try:
-                    hook.close()
-                except Exception:
-                    log.exception("runtime: closing %s failed", type(hook).__name__)
+            self._close_hooks()
             if self.http is not None:
                 self.http.close()
             if self.events is not None:
@@ -204,32 +210,64 @@ class Service:
         )
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
+        """Build every stage; ``None`` when asked to stop meanwhile.
+
+        Start-up owns what it builds: when a step fails (or a stop comes),
+        everything built before it is closed, the model's own process
+        included, before the error leaves. What can be checked without the
+        model (rule classes the config or checkpoint names) is checked
+        before the model starts; the rest before a camera is opened.
+        """
         import torch
 
         from streamseg.runtime.memory import keep_heap_memory
+        from streamseg.runtime.model_process import StartCancelled
 
-        rt = self.config.runtime
         keep_heap_memory()  # before the model's first batch (runtime/memory.py)
-        torch.set_num_threads(rt.inference_threads())
-        segmenter = build_model_stage(self.config)
-        self.model_loaded = True
-        if self.events is not None:
-            self.events.class_names = tuple(segmenter.class_names)
-        if self._stop.is_set():
-            segmenter.close()
-            return None
-        metrics = PipelineMetrics(telemetry.meter)
-        swap = build_swap_controller(
-            self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
-        )
-        self.swap = swap
-        clips = self.clips = build_clip_hook(self.config)
-        self._hooks = [h for h in (swap, clips) if h is not None]
-        with self._cameras_lock:
-            sources = self._open_cameras(self.cameras)
-            self.pipeline = self._new_pipeline(telemetry, segmenter, sources, metrics, swap, clips)
-        feed_sinks(self, self.pipeline)  # camera health, alert snapshots: sinks that take them
+        torch.set_num_threads(self.config.runtime.inference_threads())
+        check_rules_early(self.config)
+        if self.config.tracking.enabled or self.config.alerts.enabled:
+            # Its imports (the native ops) take seconds: paid before the model
+            # starts, so that a rule the built model cannot run stops serve at once.
+            import streamseg.track.stage  # noqa: F401
+        with contextlib.ExitStack() as built:
+            try:
+                segmenter = build_model_stage(self.config, cancel=self._stop)
+            except StartCancelled:
+                return None
+            built.callback(segmenter.close)
+            if self._stop.is_set():
+                return None
+            tracker = build_tracker(self.config, segmenter.class_names)  # RuleError
+            if tracker is not None:
+                built.callback(tracker.close)
+            self.model_loaded = True
+            if self.events is not None:
+                self.events.class_names = tuple(segmenter.class_names)
+            metrics = PipelineMetrics(telemetry.meter)
+            swap = self.swap = build_swap_controller(
+                self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
+            )
+            clips = self.clips = build_clip_hook(self.config)
+            self._hooks = [h for h in (swap, clips) if h is not None]
+            built.callback(self._close_hooks)
+            with self._cameras_lock:
+                sources = self._open_cameras(self.cameras)
+                self.pipeline = self._new_pipeline(
+                    telemetry, segmenter, tracker, sources, metrics, swap, clips
+                )
+            feed_sinks(self, self.pipeline)  # camera health, alert snapshots: sinks that take them
+            metrics.observe_model(lambda: model_counts(self.model_health()))
+            built.pop_all()  # the pipeline owns the stages now, run() the hooks
         return self.pipeline
+
+    def _close_hooks(self) -> None:
+        hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            try:
+                hook.close()
+            except Exception:
+                log.exception("runtime: closing %s failed", type(hook).__name__)
 
     def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
         """Sources of ``cams`` as the pipeline reads them (decode device, clip packets)."""
@@ -241,6 +279,7 @@ class Service:
         self,
         telemetry: Telemetry,
         segmenter: Any,
+        tracker: Any,
         sources: dict[str, Any],
         metrics: PipelineMetrics,
         swap: Any,
@@ -249,6 +288,7 @@ class Service:
         return build_pipeline(
             self.config,
             segmenter=segmenter,
+            tracker=tracker,
             sources=sources,
             metrics=metrics,
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
@@ -294,29 +334,28 @@ class Service:
         return True
 
     def _log_summary(self, pipeline: Pipeline) -> None:
+        """The exit summary, in the words of ``streamseg.telemetry.counters``."""
         p50, p99 = pipeline.stats.latency_percentiles(50, 99)
         for cid, c in pipeline.stats.snapshot().items():
-            log.info(
-                "summary[%s]: %d frames read, %d dropped, %d segmented, %d published",
-                cid, c.frames_in, c.dropped, c.processed, c.published,
-            )  # fmt: skip
-        sinks = [s.health() for s in pipeline.sinks]
-        log.info(
-            "summary: latency p50 %s p99 %s; %s",
-            _ms(p50), _ms(p99),
-            "; ".join(
-                f"{h.name}: {h.published} messages, {h.dropped} dropped, {h.reconnects} reconnects"
-                for h in sinks
-            ),
-        )  # fmt: skip
+            log.info("summary[%s]: frames %s", cid, camera_summary(c.as_dict()))
+        sinks = "; ".join(f"messages {sink_summary(s.health())}" for s in pipeline.sinks)
+        log.info("summary: latency p50 %s p99 %s; %s", _ms(p50), _ms(p99), sinks)
+        if pipeline.failure is not None:
+            log.error("runtime: stopped because of a failure: %s", describe_error(pipeline.failure))
+
+    def model_health(self) -> dict[str, Any]:
+        """``/readyz``'s ``model`` (``streamseg.runtime.model_health``)."""
+        return model_health(self.pipeline, loaded=self.model_loaded, arch=self.config.model.arch)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """``(ready, details)`` for ``/readyz``.
 
-        Ready: the model is loaded, every sink answers, at least one camera is
-        streaming (or a file is done) and the service is not stopping.
-        ``sinks``: ``{name: {type, connected, buffered, published, dropped,
-        errors, reconnects}}``.
+        Ready: the model runs (loaded, not being restarted), every sink
+        answers, at least one camera is streaming (or a file is done) and the
+        service is not stopping. ``model``: ``streamseg.runtime.model_health``;
+        ``cameras[id].counts``: the frame counters and ``sinks``: ``{name:
+        {type, connected, buffered, published, lost, errors, reconnects}}``,
+        in the words of ``streamseg.telemetry.counters``.
         """
         p = self.pipeline
         if p is None:
@@ -326,24 +365,23 @@ class Service:
                 **{s.name: {"type": s.type, "connected": False} for s in self.config.sinks},
             }
         else:
-            cams = {cid: d for cid, (_s, _r, d) in p.camera_states().items()}
+            counts = p.stats.snapshot()
+            cams = {}
+            for cid, (_s, _r, d) in p.camera_states().items():
+                c = counts.get(cid)
+                cams[cid] = {**d, "counts": c.as_dict() if c is not None else {}}
             sinks = {}
             for sink in p.sinks:
-                health = sink.health().to_dict()
+                health = sink_counts(sink.health())
                 sinks[health.pop("name")] = health
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
+        model = self.model_health()
         ready = (
-            self.model_loaded
+            model["state"] == "running"
             and all(s["connected"] for s in sinks.values())
             and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
             and not stopping
         )
-        model: dict[str, Any] = {"loaded": self.model_loaded, "arch": self.config.model.arch}
-        if p is not None:  # post-processing ops whose GPU kernel failed: op -> its error
-            model["ops_on_reference"] = dict(getattr(p.segmenter, "ops_on_reference", {}))
-        pid_of = getattr(p.segmenter, "pid", None) if p is not None else None
-        if pid_of is not None:  # the model in its own process (runtime.model_process)
-            model["process"] = {"pid": pid_of(), "restarts": p.segmenter.restarts}  # type: ignore[union-attr]
         details = {
             "model": model,
             "sinks": sinks,
@@ -368,11 +406,18 @@ class Service:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        self._signals += 1
         name = signal.Signals(signum).name
+        now = time.monotonic()
+        if self._signals and now - self._first_signal < SAME_SIGNAL_S:
+            # The same request delivered twice (a service manager signalling
+            # every process, a script forwarding what a terminal also sent).
+            log.info("runtime: %s received again; already draining", name)
+            return
+        self._signals += 1
         if self._signals > 1:
             log.warning("runtime: second %s: exiting without draining", name)
             raise SystemExit(130)
+        self._first_signal = now
         log.info("runtime: %s received", name)
         self.stop()
 

@@ -1,7 +1,10 @@
 """Counters the runtime keeps for its status line, ``/readyz`` and the benchmark.
 
-Every update also goes to the OpenTelemetry instruments (``PipelineMetrics``)
-when given, so the numbers on the terminal and in Prometheus agree.
+Per camera, the frame counters of :mod:`streamseg.telemetry.counters` (read,
+skipped, segmented, published, lost: what each means is said there), with
+the reasons of the skipped and the lost. Every update also goes to the
+OpenTelemetry instruments (``PipelineMetrics``) when given, so the numbers
+on the terminal and in Prometheus agree.
 
 CPU time per stage (``add_cpu``, ``cpu_seconds``) is always on: the stages
 read their thread's CPU clock (``time.thread_time``, about 1.5 us) a few
@@ -47,10 +50,16 @@ STAGE_CPU = (
 
 @dataclasses.dataclass
 class CameraCounts:
-    frames_in: int = 0
-    dropped: int = 0
-    processed: int = 0
+    """One camera's frame counters (``streamseg.telemetry.counters.FRAME_COUNTERS``)."""
+
+    read: int = 0
+    skipped: int = 0
+    segmented: int = 0
     published: int = 0
+    lost: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
 
 
 class PipelineStats:
@@ -71,8 +80,9 @@ class PipelineStats:
         # (camera, time.monotonic() of the Redis acknowledgement, latency s), when kept
         self.samples: list[tuple[str, float, float]] = []
         self.keep_all_latencies = False
-        self._reasons: dict[str, collections.Counter[str]] = {
-            cid: collections.Counter() for cid in self.cameras
+        # camera -> "skipped" / "lost" -> reason -> frames
+        self._reasons: dict[str, dict[str, collections.Counter[str]]] = {
+            cid: _no_reasons() for cid in self.cameras
         }
         self.metrics = metrics
         self.started = time.monotonic()
@@ -84,29 +94,39 @@ class PipelineStats:
         """Count a camera added while running (its old counts stay if it was there before)."""
         with self._lock:
             self.cameras.setdefault(camera, CameraCounts())
-            self._reasons.setdefault(camera, collections.Counter())
+            self._reasons.setdefault(camera, _no_reasons())
 
     def _attrs(self, camera: str) -> dict[str, str]:
         return {"camera": camera}
 
-    def frame_in(self, camera: str) -> None:
+    def read(self, camera: str) -> None:
+        """A frame was read from ``camera``."""
         with self._lock:
-            self.cameras[camera].frames_in += 1
+            self.cameras[camera].read += 1
         if self.metrics:
-            self.metrics.frames_in.add(1, self._attrs(camera))
+            self.metrics.frames_read.add(1, self._attrs(camera))
 
-    def dropped(self, camera: str, reason: str, n: int = 1) -> None:
+    def skipped(self, camera: str, reason: str, n: int = 1) -> None:
+        """The live-camera policy skipped ``n`` frames (``queue_full``, ``stopping``)."""
         with self._lock:
-            self.cameras[camera].dropped += n
-            self._reasons[camera][reason] += n
+            self.cameras[camera].skipped += n
+            self._reasons[camera]["skipped"][reason] += n
         if self.metrics:
-            self.metrics.frames_dropped.add(n, {"camera": camera, "reason": reason})
+            self.metrics.frames_skipped.add(n, {"camera": camera, "reason": reason})
 
-    def processed(self, camera: str) -> None:
+    def lost(self, camera: str, reason: str, n: int = 1) -> None:
+        """``n`` accepted frames will never reach every sink (``segment_error``, a sink)."""
         with self._lock:
-            self.cameras[camera].processed += 1
+            self.cameras[camera].lost += n
+            self._reasons[camera]["lost"][reason] += n
         if self.metrics:
-            self.metrics.frames_processed.add(1, self._attrs(camera))
+            self.metrics.frames_lost.add(n, {"camera": camera, "reason": reason})
+
+    def segmented(self, camera: str) -> None:
+        with self._lock:
+            self.cameras[camera].segmented += 1
+        if self.metrics:
+            self.metrics.frames_segmented.add(1, self._attrs(camera))
 
     def published(self, camera: str, latency: float, processing: float | None = None) -> None:
         """One frame delivered by every sink: ``latency`` capture to the last
@@ -123,6 +143,7 @@ class PipelineStats:
             self.first_publish = self.first_publish or now
             self.last_publish = now
         if self.metrics:
+            self.metrics.frames_published.add(1, self._attrs(camera))
             self.metrics.e2e_latency.record(latency, self._attrs(camera))
             if processing is not None:
                 self.metrics.processing_latency.record(processing, self._attrs(camera))
@@ -147,14 +168,22 @@ class PipelineStats:
         with self._lock:
             return dict(self._cpu)
 
+    def totals(self) -> CameraCounts:
+        """Every camera's counters added up."""
+        out = CameraCounts()
+        for c in self.snapshot().values():
+            for key, value in c.as_dict().items():
+                setattr(out, key, getattr(out, key) + value)
+        return out
+
     def snapshot(self) -> dict[str, CameraCounts]:
         with self._lock:
             return {cid: dataclasses.replace(c) for cid, c in self.cameras.items()}
 
-    def drop_reasons(self) -> dict[str, dict[str, int]]:
-        """``{camera: {reason: frames dropped}}`` (``queue_full``, ``redis``, ...)."""
+    def reasons(self, counter: str) -> dict[str, dict[str, int]]:
+        """``{camera: {reason: frames}}`` of ``counter`` (``skipped`` or ``lost``)."""
         with self._lock:
-            return {cid: dict(c) for cid, c in self._reasons.items()}
+            return {cid: dict(r[counter]) for cid, r in self._reasons.items()}
 
     def latency_samples(self) -> list[tuple[str, float, float]]:
         """``(camera, acknowledged at (monotonic), latency s)`` of every published frame
@@ -209,3 +238,7 @@ def _percentiles(data: list[float], qs: Sequence[float]) -> list[float | None]:
     if not data:
         return [None for _ in qs]
     return [data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))] for q in qs]
+
+
+def _no_reasons() -> dict[str, collections.Counter[str]]:
+    return {"skipped": collections.Counter(), "lost": collections.Counter()}

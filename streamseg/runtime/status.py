@@ -2,14 +2,17 @@
 
 Example::
 
-    cam1 14.8 fps drop 3 | cam2 15.0 fps drop 0 | processing p50 112 ms p99 240 ms |
-    delivery p50 2 ms p99 9 ms | redis ok                                   (one line)
+    cam1 14.8 fps skipped 3 lost 0 | cam2 15.0 fps skipped 0 lost 0 |
+    processing p50 112 ms p99 240 ms | delivery p50 2 ms p99 9 ms | redis ok   (one line)
 
-``processing``: capture to publish (the frame's messages handed to the
-sinks); ``delivery``: publish to a sink's acknowledgement, over every sink.
-A sink that is away raises the second, never the first. One entry per sink
-at the end: ``<sink> ok``, or ``<sink> DOWN (N buffered)``. Cameras added
-while running appear at the next line, removed ones leave it.
+Per camera its segmented frames per second and the frame counters
+``skipped`` and ``lost`` (what each means: :mod:`streamseg.telemetry.counters`,
+the one owner of these words). ``processing``: capture to publish (the
+frame's messages handed to the sinks); ``delivery``: publish to a sink's
+acknowledgement, over every sink. A sink that is away raises the second,
+never the first. One entry per sink at the end: ``<sink> ok``, or ``<sink>
+DOWN (N buffered)``. Cameras added while running appear at the next line,
+removed ones leave it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 from streamseg.runtime.stats import CameraCounts, PipelineStats
+from streamseg.telemetry.counters import status_counts
 
 __all__ = ["StatusReporter", "format_status"]
 
@@ -38,8 +42,8 @@ def format_status(
     delivery: Sequence[float | None],
     sinks: Mapping[str, tuple[bool, int]],
 ) -> str:
-    """One status line (fps per camera over the last interval, drops, the two
-    latencies, sinks).
+    """One status line (fps per camera over the last interval, skipped and lost
+    frames, the two latencies, sinks).
 
     ``processing`` / ``delivery``: ``(p50, p99)`` seconds (``None``: not
     measured yet); ``sinks``: ``{name: (connected, messages buffered)}``.
@@ -48,7 +52,8 @@ def format_status(
     for cid, c in counts.items():
         state = states.get(cid, "")
         extra = f" [{state}]" if state not in ("streaming", "") else ""
-        parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps drop {c.dropped}{extra}")
+        counts_text = status_counts(c.as_dict())
+        parts.append(f"{cid} {rates.get(cid, 0.0):.1f} fps {counts_text}{extra}")
     out = [
         f"{n} ok" if ok else f"{n} DOWN ({buffered} buffered)"
         for n, (ok, buffered) in sinks.items()
@@ -101,8 +106,8 @@ class StatusReporter:
         # The cameras served now: one added since the last line counts from
         # zero, one removed since is left out (its counts stay for the summary).
         shown = {c: n for c, n in counts.items() if c in states}
-        old = {c: before[c].processed if c in before else 0 for c in shown}
-        rates = {c: (n.processed - old[c]) / dt for c, n in shown.items()}
+        old = {c: before[c].segmented if c in before else 0 for c in shown}
+        rates = {c: (n.segmented - old[c]) / dt for c, n in shown.items()}
         processing = self._stats.processing_percentiles(50, 99)
         delivery = self._stats.delivery_percentiles(50, 99)
         return format_status(rates, shown, states, processing, delivery, self._sinks())

@@ -13,8 +13,6 @@ from typing import Any
 
 from torch import nn
 
-from streamseg.models.checkpoint import CheckpointError
-
 __all__ = ["load_model"]
 
 
@@ -30,7 +28,7 @@ def load_model(
     Raises:
         CheckpointError: the file is missing, unreadable or does not fit,
             whatever its content (empty, text, random bytes, truncated,
-            another architecture's weights).
+            another architecture's weights): ``load_trained_model`` says so.
     """
     if weights is None:
         from streamseg.models import build_model
@@ -39,19 +37,5 @@ def load_model(
         return model.eval(), tuple(getattr(model, "class_names", ()))
     from streamseg.models.trained import load_trained_model
 
-    try:
-        model, names = load_trained_model(str(weights), arch=arch, **options)
-    except CheckpointError:
-        raise
-    except Exception as exc:  # a converter that fails on an odd file, a torch.load error
-        raise CheckpointError(
-            f"{weights} cannot be loaded as {arch!r} weights ({type(exc).__name__}: "
-            f"{_first_line(exc)}); use a checkpoint of `streamseg train`, a torchvision "
-            ".pth or a detectron2 .pkl of this arch"
-        ) from None
+    model, names = load_trained_model(str(weights), arch=arch, **options)
     return model.eval(), names
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else "no message"

@@ -24,6 +24,7 @@ Everything stays on the frames' device (CPU or CUDA).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from streamseg.models import InputSpec
+from streamseg.ops.transfer import to_device
 
 __all__ = ["ModelInput", "padded_size", "preprocess", "resized_size"]
 
@@ -51,8 +53,10 @@ class ModelInput:
     frame_sizes: list[tuple[int, int]]
 
 
+@functools.lru_cache(maxsize=256)
 def resized_size(height: int, width: int, min_size: int, max_size: int) -> tuple[int, int]:
-    """``(h, w)`` of a ``height x width`` frame after the model's resize."""
+    """``(h, w)`` of a ``height x width`` frame after the model's resize (computed once
+    per frame size: torchvision's float32 arithmetic costs a few host tensor ops)."""
     short, long = min(height, width), max(height, width)
     # As torchvision's transform: a Python number divided by a float32 tensor (which
     # is not the float32 of the exact quotient), then
@@ -129,6 +133,9 @@ def preprocess(
         h, w = sizes[indices[0]]
         batch = _resize(torch.stack([images[i] for i in indices]).to(dev), h, w, spec)
         batch = batch.mul_(scale_).add_(shift)
+        if indices == list(range(indices[0], indices[0] + len(indices))):
+            out[indices[0] : indices[0] + len(indices), :, :h, :w] = batch  # one copy
+            continue
         for j, i in enumerate(indices):
             out[i, :, :h, :w] = batch[j]
     return ModelInput(images=out, image_sizes=sizes, frame_sizes=frame_sizes)
@@ -153,13 +160,15 @@ def _resize(batch: Tensor, h: int, w: int, spec: InputSpec) -> Tensor:
     return x.contiguous()
 
 
+@functools.lru_cache(maxsize=16)
 def _affine(spec: InputSpec, device: torch.device) -> tuple[Tensor, Tensor]:
-    """``x * a + b`` equal to ``(x / scale - mean) / std``, per channel ``(3, 1, 1)``."""
+    """``x * a + b`` equal to ``(x / scale - mean) / std``, per channel ``(3, 1, 1)``
+    (made once per spec and device)."""
     mean = torch.tensor(spec.mean, dtype=torch.float64)
     std = torch.tensor(spec.std, dtype=torch.float64)
     a = 1.0 / (spec.scale * std)
     b = -mean / std
     return (
-        a.to(torch.float32).view(3, 1, 1).to(device),
-        b.to(torch.float32).view(3, 1, 1).to(device),
+        to_device(a.to(torch.float32).view(3, 1, 1), device),
+        to_device(b.to(torch.float32).view(3, 1, 1), device),
     )

@@ -16,6 +16,7 @@ R-CNN's masks as box-local ``MaskCrops`` instead).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -26,11 +27,13 @@ from torch import Tensor, nn
 
 from streamseg.models import PRECISIONS, InputSpec
 from streamseg.models.checkpoint import CheckpointError
+from streamseg.ops import _native
 from streamseg.segment.backends import BACKENDS, BackendError, backend_problems, build_backend
 from streamseg.segment.backends.base import Backend
 from streamseg.segment.loading import load_model
 from streamseg.segment.precision import autocast
 from streamseg.segment.preprocess import ModelInput, padded_size, preprocess, resized_size
+from streamseg.segment.staging import FrameStaging
 from streamseg.types import FrameBatch, Instances
 
 __all__ = ["Segmenter", "load_model"]
@@ -94,6 +97,7 @@ class Segmenter:
         self.mask_crops = mask_crops
         self._options = dict(model_options)
         self._lock = threading.Lock()
+        self._staging = FrameStaging(self.device)
         model, self._class_names = load_model(arch, weights, self._options)
         self._model = self._place(model)
         self._state: dict[str, Tensor] = dict(self._model.state_dict(keep_vars=True))
@@ -130,8 +134,25 @@ class Segmenter:
             p.requires_grad_(False)
         return model
 
+    def stage(self, batch: FrameBatch) -> FrameBatch:
+        """``batch`` with its frames already copied to the device.
+
+        On a GPU the frames go from pinned memory with a non-blocking copy on
+        a copy stream (:mod:`streamseg.segment.staging`): called while the
+        previous batch is still being segmented (from another thread), the
+        copy overlaps that batch's compute. :meth:`segment` stages whatever
+        is not staged yet; on the CPU this returns ``batch``.
+        """
+        if self.device.type == "cpu":
+            return batch
+        images = self._staging.stage(batch.images)
+        return FrameBatch(
+            tuple(dataclasses.replace(f, image=im) for f, im in zip(batch, images, strict=True))
+        )
+
     def prepare(self, images: list[Tensor]) -> ModelInput:
-        """Preprocess ``uint8 (H, W, 3)`` frames into the model's input batch."""
+        """Preprocess ``uint8 (H, W, 3)`` frames (host or device) into the model's input batch."""
+        images = self._staging.stage(images)
         spec = self.input_spec
         own = padded_size(
             [_resized(im, spec) for im in images],
@@ -151,9 +172,11 @@ class Segmenter:
         Returns:
             one :class:`Instances` per frame, in order: ``boxes`` float32
             ``(N, 4)`` xyxy frame pixels, ``scores``, ``labels`` (``>= 1``),
-            ``masks`` bool ``(N, H, W)`` at the frame's resolution, on
-            ``device`` (with ``mask_crops``, Mask R-CNN's are ``MaskCrops``:
-            ``Instances.frame_masks()`` gives the frame-size form).
+            ``masks`` bool ``(N, H, W)`` at the frame's resolution (with
+            ``mask_crops``, Mask R-CNN's are ``MaskCrops``:
+            ``Instances.frame_masks()`` gives the frame-size form), on the
+            host: from a GPU the whole batch's results come back together
+            (two copies: their sizes, then the masks).
         """
         if len(batch) == 0:
             return []
@@ -282,6 +305,8 @@ def resolve_device(name: str, backend: str) -> torch.device:
         device = torch.device(name)
     except RuntimeError:
         device = None
+    if device is not None and device.type in _native.GPU_DEVICE_TYPES and device.type != "cuda":
+        return device  # the emulated GPU of streamseg.ops.dispatch (counting on a CPU)
     if device is None or device.type not in ("cpu", "cuda"):
         raise BackendError(
             f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}", field="model.device"

@@ -13,6 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
+from streamseg.telemetry.counters import (
+    FRAME_COUNTERS,
+    MESSAGE_COUNTERS,
+    frame_metric,
+    message_metric,
+)
+
 __all__ = ["HEALTH_STATES", "LATENCY_BUCKETS", "PipelineMetrics"]
 
 # Seconds: from 1 ms to 1 min.
@@ -29,16 +36,22 @@ Attrs = Mapping[str, str]
 
 
 class PipelineMetrics:
-    """All runtime instruments on one meter."""
+    """All runtime instruments on one meter (the frame and message counters
+    named as :mod:`streamseg.telemetry.counters` says)."""
 
     def __init__(self, meter: Meter) -> None:
         self.meter = meter
         c, h = meter.create_counter, meter.create_histogram
-        self.frames_in = c("streamseg.ingest.frames", "{frame}", "frames read from cameras")
-        self.frames_dropped = c(
-            "streamseg.ingest.dropped", "{frame}", "frames dropped before segmentation (reason)"
+        # The frame and message counters: names and meanings from telemetry.counters.
+        self.frames_read = c(frame_metric("read"), "{frame}", FRAME_COUNTERS["read"])
+        self.frames_skipped = c(
+            frame_metric("skipped"), "{frame}", FRAME_COUNTERS["skipped"] + " (camera, reason)"
         )
-        self.frames_processed = c("streamseg.segment.frames", "{frame}", "frames segmented")
+        self.frames_segmented = c(frame_metric("segmented"), "{frame}", FRAME_COUNTERS["segmented"])
+        self.frames_published = c(frame_metric("published"), "{frame}", FRAME_COUNTERS["published"])
+        self.frames_lost = c(
+            frame_metric("lost"), "{frame}", FRAME_COUNTERS["lost"] + " (camera, reason)"
+        )
         self.batch_size = h(
             "streamseg.batch.size",
             "{frame}",
@@ -76,7 +89,9 @@ class PipelineMetrics:
             explicit_bucket_boundaries_advisory=LATENCY_BUCKETS,
         )
         self.messages = c(
-            "streamseg.publish.messages", "{message}", "messages a sink delivered (sink, type)"
+            message_metric("published"),
+            "{message}",
+            MESSAGE_COUNTERS["published"] + " (sink, type)",
         )
         self.sink_errors = c(
             "streamseg.publish.errors",
@@ -88,10 +103,8 @@ class PipelineMetrics:
             "{attempt}",
             "connection attempts while a sink was away (sink, outcome: ok, failed)",
         )
-        self.sink_dropped = c(
-            "streamseg.publish.dropped",
-            "{message}",
-            "messages a sink gave up: buffer full while away, rejected (sink)",
+        self.messages_lost = c(
+            message_metric("lost"), "{message}", MESSAGE_COUNTERS["lost"] + " (sink)"
         )
         self.swap_refused = c(
             "streamseg.swap.refused",
@@ -166,8 +179,37 @@ class PipelineMetrics:
         )
         g("streamseg.publish.connected", [sink_connected], "1", "1 while the sink answers (sink)")
         g(
-            "streamseg.publish.buffered",
+            message_metric("buffered"),
             [sink_buffered],
             "{message}",
-            "messages awaiting the sink (sink)",
+            MESSAGE_COUNTERS["buffered"] + " (sink)",
+        )
+
+    def observe_model(self, model: Callable[[], Mapping[str, int]]) -> None:
+        """Register the model's health, read at export time.
+
+        ``model()`` gives ``{"failed_batches", "restarts", "up"}``: batches
+        the model failed so far, restarts of its own process
+        (``runtime.model_process``; 0 in process), and 1 while it can take
+        batches (0 while its process is being started again).
+        """
+
+        def read(key: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            return lambda _: [Observation(int(model().get(key, 0)))]
+
+        counter = self.meter.create_observable_counter
+        counter(
+            "streamseg.model.failed_batches",
+            [read("failed_batches")],
+            "{batch}",
+            "batches the model failed (an exception, or its process ending): their frames are lost",
+        )
+        counter(
+            "streamseg.model.restarts",
+            [read("restarts")],
+            "{restart}",
+            "times the model's own process was started again (runtime.model_process)",
+        )
+        self.meter.create_observable_gauge(
+            "streamseg.model.up", [read("up")], "1", "1 while the model takes batches"
         )

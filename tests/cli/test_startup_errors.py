@@ -1,17 +1,20 @@
 """Every user mistake ``serve`` can meet while starting: exit 2, the field, the fix, no traceback.
 
-Each case runs through the real CLI twice: ``streamseg check`` (which must
-report it without opening a camera) and ``streamseg serve`` (which must stop
-with the same field named). Nothing here reaches Redis: each mistake stops
-the service before it connects.
+The start-up battery: each case runs through the real CLI, in both
+``runtime.model_process`` modes: ``streamseg check`` (which must report it
+without opening a camera; run in this process, it is the same ``main``)
+and ``streamseg serve`` as a subprocess (which must stop with the same
+field named, close what it built, its model's own process included, and
+never hang). Nothing here reaches Redis: each mistake stops the service
+before it connects.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,10 +22,12 @@ from typing import Any
 import pytest
 import torch
 
-from tests.conftest import REPO
+from streamseg.cli import main
+from streamseg.models.checkpoint import CheckpointError
+from streamseg.models.trained import load_trained_model
 from tests.segment.backend_cases import write_checkpoint
 from tests.segment.conftest import SMALL
-from tests.support.servers import cli_env
+from tests.support.processes import ended
 
 HAS_GPU = torch.cuda.is_available()
 SCENE = "synthetic://?seed=1&width=160&height=96&frames=4"
@@ -65,6 +70,13 @@ def _pipeline(**sections: Any) -> dict[str, Any]:
         "http": {"enabled": False},
     }
     return {**base, **sections}
+
+
+def _zone_rule(classes: list[str]) -> dict[str, Any]:
+    """Alerts for camera ``cam``: one zone rule on ``classes``."""
+    zone = {"polygon": [[0, 0], [160, 0], [160, 96]]}
+    rule = {"name": "r", "type": "zone", "zone": "all", "classes": classes}
+    return {"cameras": {"cam": {"zones": {"all": zone}, "rules": [rule]}}}
 
 
 # (name, pipeline built from the weights files, field named, words of the fix)
@@ -158,22 +170,26 @@ CASES: list[Case] = [
         ["no alert rule is named 'doorway'"],
     ),
     (
+        # Its classes are in the checkpoint's meta: found before the model starts.
         "rule_class_the_model_lacks",
-        lambda w: _pipeline(
-            model={"weights": str(w["good"])},
-            alerts={
-                "cameras": {
-                    "cam": {
-                        "zones": {"all": {"polygon": [[0, 0], [160, 0], [160, 96]]}},
-                        "rules": [
-                            {"name": "r", "type": "zone", "zone": "all", "classes": ["unicorn"]}
-                        ],
-                    }
-                }
-            },
-        ),
+        lambda w: _pipeline(model={"weights": str(w["good"])}, alerts=_zone_rule(["zebra"])),
         "alerts.cameras.cam.rules[0].classes",
-        ["unknown class 'unicorn'", "the model's classes are"],
+        ["unknown class 'zebra'", "the model's classes are"],
+    ),
+    (
+        # Random weights: only the built model knows its classes; what was
+        # built (the model's own process) is closed before serve exits.
+        "rule_class_the_random_model_lacks",
+        lambda w: _pipeline(alerts=_zone_rule(["zebra"])),
+        "alerts.cameras.cam.rules[0].classes",
+        ["unknown class 'zebra'", "the model's classes are"],
+    ),
+    (
+        # A bare /dev/videoN is a V4L2 device, as ingest opens it; not a file.
+        "missing_bare_v4l2_device",
+        lambda w: _pipeline(cameras=[{"id": "cam", "url": "/dev/video93"}]),
+        "cameras[0].url",
+        ["V4L2 device /dev/video93 does not exist", "ls /dev/video"],
     ),
     (
         "rule_class_outside_class_names",
@@ -213,8 +229,9 @@ def _skip_where_it_works(name: str) -> None:
             pytest.skip("this machine has what the case lacks")
 
 
-# Config-file mistakes reach `serve` through the same loader as `check`: one
-# of them (tensorrt_on_cpu) runs under `serve` too, the rest only under `check`.
+# Config-file mistakes reach `serve` through the same loader as `check`: two
+# of them (tensorrt_on_cpu, missing_bare_v4l2_device) run under `serve` too,
+# the rest only under `check`.
 _FILE_ONLY = {
     "unknown_file_url_option",
     "alerts_for_an_unknown_camera",
@@ -222,76 +239,100 @@ _FILE_ONLY = {
     "clips_for_an_unknown_rule",
     "rule_class_outside_class_names",
 }
-RUNS = [
-    pytest.param(command, *case, id=f"{command}-{case[0]}")
+MODES = {False: "in-process", True: "own-process"}
+SERVE_RUNS = [
+    pytest.param(*case, model_process, id=f"{case[0]}-{label}")
     for case in CASES
-    for command in ("check", "serve")
-    if command == "check" or case[0] not in _FILE_ONLY
+    for model_process, label in MODES.items()
+    if case[0] not in _FILE_ONLY
+]
+CHECK_RUNS = [
+    pytest.param(*case, model_process, id=f"{case[0]}-{label}")
+    for case in CASES
+    for model_process, label in MODES.items()
 ]
 
 
-@pytest.mark.parametrize(("command", "name", "build", "field", "words"), RUNS)
-def test_startup_mistake(  # type: ignore[no-untyped-def]
-    cli,
+def _write(tmp_path: Path, tree: dict[str, Any], model_process: bool) -> Path:
+    tree.setdefault("runtime", {})["model_process"] = model_process
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(json.dumps(tree, indent=1))  # JSON is YAML
+    return path
+
+
+@pytest.mark.parametrize(("name", "build", "field", "words", "model_process"), CHECK_RUNS)
+def test_check_reports_the_mistake(
+    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
     weights: dict[str, Path],
-    command: str,
     name: str,
     build: Callable[[dict[str, Path]], dict[str, Any]],
     field: str,
     words: list[str],
+    model_process: bool,
 ) -> None:
     _skip_where_it_works(name)
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(build(weights), indent=1))  # JSON is YAML
-    args = ["serve", str(path), "--no-status"] if command == "serve" else ["check", str(path)]
-    _assert_usage_error(cli(*args, timeout=600), field, words)
+    path = _write(tmp_path, build(weights), model_process)
+    code = main(["check", str(path)])
+    out, err = capsys.readouterr()
+    result = subprocess.CompletedProcess(["check"], code, out, err)
+    _assert_usage_error(result, field, words)
 
 
-def test_check_without_model_skips_the_weights(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(_pipeline(model={"weights": str(weights["text"])})))
-    assert cli("check", str(path), "--no-model").returncode == 0
-    assert cli("check", str(path)).returncode == 2
-
-
-def test_check_lists_every_startup_problem_at_once(cli, tmp_path: Path, weights) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "pipeline.yaml"
-    cameras = [
-        {"id": "a", "url": "v4l2:///dev/video77"},
-        {"id": "b", "url": "synthetic://?sed=1"},
+@pytest.mark.parametrize(("name", "build", "field", "words", "model_process"), SERVE_RUNS)
+def test_serve_stops_on_the_mistake(  # type: ignore[no-untyped-def]
+    cli,
+    tmp_path: Path,
+    weights: dict[str, Path],
+    name: str,
+    build: Callable[[dict[str, Path]], dict[str, Any]],
+    field: str,
+    words: list[str],
+    model_process: bool,
+) -> None:
+    """Exit 2 with the field and the fix; what start-up built is closed (no
+    model process outlives serve) and nothing hangs (the timeout)."""
+    _skip_where_it_works(name)
+    path = _write(tmp_path, build(weights), model_process)
+    proc = cli("serve", str(path), "--no-status", timeout=240)
+    _assert_usage_error(proc, field, words)
+    workers = [
+        int(pid) for pid in re.findall(r"started its own process \(pid (\d+)\)", proc.stderr)
     ]
-    path.write_text(json.dumps(_pipeline(cameras=cameras)))
-    proc = cli("check", str(path))
-    assert proc.returncode == 2
-    assert "cameras[0].url" in proc.stderr and "cameras[1].url" in proc.stderr
-    assert "2 errors" in proc.stderr
+    assert bool(workers) <= model_process
+    if name == "rule_class_the_model_lacks":  # the checkpoint names its classes: found first
+        assert not workers, "a model process was started for a rule that cannot run"
+    assert all(ended(pid, 2.0) for pid in workers), "a model process outlived serve"
+    if name == "weights_text":  # the loader's own words, across the model's process too
+        with pytest.raises(CheckpointError) as owner:
+            load_trained_model(str(weights["text"]), arch="maskrcnn_small")
+        assert f"streamseg: error: model.weights: {owner.value}\n" in proc.stderr
 
 
-def _run_without_dali(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a Python where ``import nvidia.dali`` fails, as where DALI is not installed.
+@pytest.mark.parametrize("model_process", list(MODES), ids=list(MODES.values()))
+def test_check_accepts_a_bare_v4l2_device_ingest_opens(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, model_process: bool
+) -> None:
+    """``/dev/videoN`` with a device there: ``check`` accepts it, as ingest does
+    (one owner, ``SourceSpec``, says what it is and whether it exists)."""
+    import os
+    import stat
 
-    ``sys.modules[name] = None`` is Python's own way to make an import fail;
-    no streamseg code is replaced.
-    """
-    code = (
-        "import sys; sys.modules['nvidia.dali'] = None\n"
-        "from streamseg.cli import main\n"
-        "raise SystemExit(main(sys.argv[1:]))\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=cli_env(),
-        cwd=REPO,
-    )
+    from streamseg.ingest.spec import parse_source_url
 
-
-@pytest.mark.parametrize("command", ["check", "serve"])
-def test_dali_not_installed(tmp_path: Path, command: str) -> None:
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(_pipeline(cameras=[{"id": "cam", "url": SCENE, "decode": "dali"}])))
-    proc = _run_without_dali(command, str(path))
-    _assert_usage_error(proc, "cameras[0].decode", ["DALI is not installed", "decode: pyav"])
+    device = Path("/dev/video94")  # a character device (/dev/null's numbers), made for this test
+    try:
+        os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, FileExistsError) as exc:
+        pytest.skip(f"cannot make {device}: {exc}")
+    try:
+        spec = parse_source_url(str(device), camera_id="cam")
+        spec.check_exists("cam")  # what ingest asks before opening it
+        assert spec.kind == "v4l2" and spec.input_format == "v4l2"
+        path = _write(
+            tmp_path, _pipeline(cameras=[{"id": "cam", "url": str(device)}]), model_process
+        )
+        assert main(["check", str(path), "--no-model"]) == 0, capsys.readouterr().err
+        assert f"camera cam: {device}" in capsys.readouterr().out
+    finally:
+        device.unlink()

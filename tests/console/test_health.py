@@ -11,9 +11,9 @@ def test_rates_window_and_forgetting() -> None:
         now = 1000.0 + i
         h.sample(
             {
-                "a": {"processed": 8 * i, "dropped": i // 2, "last_frame_time": now - 0.25,
+                "a": {"segmented": 8 * i, "skipped": i // 2, "last_frame_time": now - 0.25,
                       "reconnects": 1, "stalls": 0},
-                "b": {"processed": 0, "dropped": 0, "last_frame_time": None},
+                "b": {"segmented": 0, "skipped": 0, "last_frame_time": None},
             },
             now=now,
         )  # fmt: skip
@@ -21,7 +21,7 @@ def test_rates_window_and_forgetting() -> None:
     assert len(a) == 11  # the window holds 10 s at one sample a second
     point = dict(zip(FIELDS, a[-1], strict=True))
     assert point["fps"] == 8.0 and point["lag_s"] == 0.25 and point["reconnects"] == 1
-    assert sum(dict(zip(FIELDS, p, strict=True))["drops_per_s"] for p in a[-4:]) == 2.0
+    assert sum(dict(zip(FIELDS, p, strict=True))["skipped_per_s"] for p in a[-4:]) == 2.0
     assert h.series("b")[-1][FIELDS.index("lag_s")] is None
-    h.sample({"a": {"processed": 240}}, now=1030.0)
+    h.sample({"a": {"segmented": 240}}, now=1030.0)
     assert h.series("b") == [] and len(h.series("a")) == 11

@@ -98,3 +98,55 @@ def test_render_without_meta_says_what_to_run(tmp_path: Path) -> None:
     proc = _report("render", str(tmp_path))
     assert proc.returncode == 2
     assert "meta.json not found" in proc.stderr and "--mode" in proc.stderr
+
+
+def _dispatch(batch: int, detections: int, ops: float) -> dict[str, object]:
+    counts = {
+        "ops_per_frame": ops,
+        "kernel_launches_per_frame": ops / 2,
+        "triton_launches_per_frame": 14.0,
+        "host_syncs_per_frame": 5.0 / batch,
+        "per_batch": {"ops": ops * batch, "launches": ops * batch / 2, "syncs": 5},
+    }
+    return {
+        "benchmark": "dispatch",
+        "arch": "maskrcnn_r50_fpn",
+        "batch": batch,
+        "detections": detections,
+        "size": [160, 160],
+        "paths": {"triton": counts},
+    }
+
+
+def test_dispatch_counts_sit_beside_the_kept_ones(tmp_path: Path) -> None:
+    assert _report("meta", str(tmp_path), "--mode", "full").returncode == 0
+    _bench(tmp_path, "dispatch-b1", "streamseg bench dispatch --batch 1", _dispatch(1, 10, 1237.0))
+    proc = _report("render", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "| triton: ops / kernel launches / host syncs per frame | 1,237 / 618.5 / 5 |" in (
+        proc.stdout
+    )
+    table = proc.stdout.split("## GPU dispatch: before, after and torchvision")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| maskrcnn_r50_fpn | 1 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:7] == ["triton", "1,237", "618.5", "5"]
+    assert cells[7] != "-" and cells[8] != "-"  # before and torchvision, from the kept counts
+
+
+def test_splice_replaces_and_adds_sections(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert _report("meta", str(run), "--mode", "full").returncode == 0
+    _bench(run, "dispatch-b1", "streamseg bench dispatch --batch 1", _dispatch(1, 10, 900.0))
+    doc = tmp_path / "performance.md"
+    doc.write_text(
+        "# Performance\n\n| mode | full |\n\n## ops\n\nold ops\n\n## dispatch-b1\n\nold\n\n"
+        "## Host path with the oracle model\n\noracle\n"
+    )
+    proc = _report("splice", str(run), "--doc", str(doc))
+    assert proc.returncode == 0, proc.stderr
+    text = doc.read_text()
+    assert "old ops" in text and "\nold\n" not in text and "oracle" in text
+    section = text.split("## dispatch-b1")[1].split("## ")[0]
+    assert "spliced into the full run above" in section and "900 / 450 / 5" in section
+    assert text.index("## dispatch-b1") < text.index("## Host path")
+    assert text.index("## Host path") < text.index("## GPU dispatch: before")

@@ -96,7 +96,7 @@ def run(arch: str, name: str) -> dict[str, Any]:
     caught: dict[str, Any] = {}
     hooks = [
         m.backbone.register_forward_hook(lambda mod, i, o: caught.update(fpn=o)),
-        m.rpn.register_forward_hook(lambda mod, i, o: caught.update(proposals=o[0][0])),
+        m.rpn.register_forward_hook(lambda mod, i, o: caught.update(proposals=o[0].boxes[0])),
     ]
     try:
         with torch.inference_mode():

@@ -191,3 +191,19 @@ def test_paste_crops_equal_the_frame_paste_on_random_detections() -> None:
 def test_paste_crops_reject_negative_threshold() -> None:
     with pytest.raises(ValueError, match="threshold must be >= 0"):
         ops.paste_masks_crops(torch.zeros(1, 4, 4), torch.tensor([[2.0, 2, 9, 9]]), (8, 8), -0.1)
+
+
+def test_packed_paste_batched_equals_one_mask_at_a_time() -> None:
+    """The GPU's batched paste and the CPU's loop write the same bits, crops packed."""
+    gen = torch.Generator().manual_seed(21)
+    size = (120, 200)
+    centres = torch.rand((60, 2), generator=gen) * torch.tensor([240.0, 150.0]) - 20
+    half = torch.rand((60, 2), generator=gen) * 40 + 0.3
+    boxes = torch.cat((centres - half, centres + half), dim=1)
+    probs = smooth_probs(60, seed=22)
+    regions = ops.paste_regions(boxes, 28, size)
+    total = int(((regions[:, 2] - regions[:, 0]) * (regions[:, 3] - regions[:, 1])).sum())
+    batched = ref.paste_masks_packed(probs, boxes, regions, total, 0.5)
+    looped = ref.paste_masks_packed_loop(probs, boxes, regions, total, 0.5)
+    assert batched.shape == (total,) and torch.equal(batched, looped)
+    assert torch.equal(batched, ops.paste_masks_packed(probs, boxes, regions, total, 0.5))

@@ -1,5 +1,6 @@
 """runtime.model_process: the model in its own process gives what it gives in process,
-hot-swaps, survives its process being killed, and reports a failed start clearly."""
+hot-swaps, survives its process being killed (losing nothing), and reports a failed
+start clearly."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from streamseg.runtime.model_process import ModelProcess, ModelProcessError
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 from tests.support.checkpoints import NAMES, random_checkpoint
-from tests.support.serve import service_pipeline
+from tests.support.processes import ended
+from tests.support.serve import scene_pipeline
 from tests.support.servers import RedisServer
 
 URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
@@ -61,20 +63,6 @@ def weights(tmp_path: Path) -> tuple[Path, Path]:
 
 def _model(path: Path) -> ModelConfig:
     return ModelConfig(arch="maskrcnn_small", weights=str(path), batch_size=2)
-
-
-def _no_process(pid: int, timeout: float = 10.0) -> bool:
-    """``pid`` ended (gone, or a zombie its parent has not reaped yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_same_instances_swap_and_restart(
@@ -119,23 +107,22 @@ def test_same_instances_swap_and_restart(
             _same(x, y)
 
         # Killed with a batch in flight (stopped first, so that it cannot
-        # finish it): that batch fails with a clear error; the next one starts
-        # a new worker, which loads b again.
+        # finish it): a new worker is started at once, loads b again, and runs
+        # that batch: nothing is lost.
         os.kill(pid, signal.SIGSTOP)
         in_flight = proc.submit(batches[2])
         os.kill(pid, signal.SIGKILL)
-        with pytest.raises(ModelProcessError, match="model's process ended"):
-            in_flight.result(60)
-        assert _no_process(pid)
-        for x, y in zip(proc.segment(batches[2]), local.segment(batches[2]), strict=True):
+        for x, y in zip(in_flight.result(120), local.segment(batches[2]), strict=True):
             _same(x, y)
+        assert ended(pid)
         assert proc.restarts == 1 and proc.pid() not in (None, pid)
+        assert proc.health()["last_error"] == "the model's process ended (killed by SIGKILL)"
         local.close()
     finally:
         last = proc.pid()
-        blocks = [b.name for b in proc._blocks if b is not None]
+        blocks = proc._blocks.names()
         proc.close()
-    assert last is not None and _no_process(last), "close() ends the worker"
+    assert last is not None and ended(last), "close() ends the worker"
     assert blocks and not any(Path("/dev/shm", b.lstrip("/")).exists() for b in blocks)
     with pytest.raises(ModelProcessError, match="closed"):
         proc.segment(batches[0])
@@ -168,23 +155,11 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
     weights: tuple[Path, Path], tmp_path: Path, redis_server: RedisServer
 ) -> None:
     """A running pipeline: batches go to the model's process through the
-    submit/collect threads; killing that process loses only the batches it
-    held (counted as segment errors), a new one takes the rest."""
+    submit/collect threads; killing that process loses nothing: a new one is
+    started and gets the batches the killed one held, then the rest."""
     a, _b = weights
     frames = 60
-    cams = [{"id": "scene", "url": URL}]
-    runtime = {"torch_threads": 1, "model_process": True}
-    config_tree = service_pipeline(cams, {"url": redis_server.url}, runtime=runtime)
-    config_tree["model"] = {
-        "arch": "maskrcnn_small",
-        "weights": str(a),
-        "batch_size": 2,
-        "max_wait_ms": 1000,  # full batches: two frames each
-    }
-    config_tree["tracking"] = {"enabled": False}
-    path = tmp_path / "pipeline.yaml"
-    path.write_text(json.dumps(config_tree))
-    config = load_pipeline(path)
+    config = scene_pipeline(tmp_path, redis_server.url, a, url=URL)
     scene = SyntheticScene.from_url(URL)
     images = [scene.frame(i).image for i in range(frames)]
     model = build_model_stage(config)
@@ -199,8 +174,8 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
         assert {"segment", "segment-results"} <= names
         source.reached(frames // 3).wait(30)
         # Stopped first, so that batches pile up in flight (two, then submit
-        # waits), then killed: exactly those two batches are lost. The second
-        # wait comes after any answer sent before the stop has been read.
+        # waits), then killed: those two batches go to the next process. The
+        # second wait comes after any answer sent before the stop has been read.
         os.kill(first, signal.SIGSTOP)
         _wait_in_flight(model)
         time.sleep(0.3)
@@ -212,10 +187,9 @@ def test_pipeline_sends_batches_ahead_and_survives_a_killed_model(
         model.close()
     stats = pipeline.stats.snapshot()["scene"]
     assert pipeline.failure is None
-    assert model.restarts == 1 and _no_process(first)
-    lost = stats.dropped  # a file-like source drops nothing else: these are segment errors
-    assert lost == 2 * ModelProcess.IN_FLIGHT  # the frames of the two batches in flight
-    assert stats.published + lost == frames
+    assert model.restarts == 1 and ended(first)
+    assert (stats.lost, stats.skipped, stats.published) == (0, 0, frames)
+    assert pipeline.segment_stage.health()["failed_batches"] == 0
     messages = [
         json.loads(fields[b"data"])
         for _id, fields in redis_server.client().xrange("streamseg:detections:scene")

@@ -16,22 +16,22 @@ def test_cameras_added_and_removed_between_two_lines() -> None:
         stats=stats, states=lambda: dict(served), sinks=lambda: {"redis": (True, 0)},
         interval=1.0, stream=io.StringIO(),
     )  # fmt: skip
-    stats.processed("a")
+    stats.segmented("a")
     assert reporter.line().startswith("a ")
     # c appears after the snapshot the reporter compares against was taken.
     stats.add_camera("c")
     served["c"] = "connecting"
     for _ in range(3):
-        stats.processed("c")
+        stats.segmented("c")
     line = reporter.line()
-    cameras = [p.split(" ")[0] for p in line.split(" | ") if " fps drop " in p]
-    assert cameras == ["a", "c"] and "c 0.0 fps drop 0 [connecting]" not in line, line
+    cameras = [p.split(" ")[0] for p in line.split(" | ") if " fps skipped " in p]
+    assert cameras == ["a", "c"] and "c 0.0 fps skipped 0 lost 0 [connecting]" not in line, line
     assert "[connecting]" in line, line
     # c is removed: its counts stay (the exit summary has them), the line leaves it out.
     del served["c"]
     line = reporter.line()
-    assert [p.split(" ")[0] for p in line.split(" | ") if " fps drop " in p] == ["a"], line
-    assert stats.snapshot()["c"].processed == 3
+    assert [p.split(" ")[0] for p in line.split(" | ") if " fps skipped " in p] == ["a"], line
+    assert stats.snapshot()["c"].segmented == 3
 
 
 def test_the_reporter_thread_survives_a_failing_line() -> None:

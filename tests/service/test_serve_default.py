@@ -55,7 +55,12 @@ def test_default_pipeline_serves(
     worker = Path(f"/proc/{found_pid.group(1)}")
     assert worker.exists()
     model = proc.readyz()["model"]
-    assert model["process"] == {"pid": int(found_pid.group(1)), "restarts": 0}
+    assert model["process"] == {
+        "pid": int(found_pid.group(1)),
+        "state": "running",
+        "restarts": 0,
+        "last_error": None,
+    }
     # No GPU kernel failed in the worker (a CPU model uses the C++ kernels).
     assert model["ops_on_reference"] == {}
     assert proc.terminate() == 0, proc.tail()

@@ -30,4 +30,4 @@ def test_file_source_every_frame_exactly_once(
     assert sorted(seqs) == list(range(n))  # every frame, none twice
     assert seqs == sorted(seqs)  # in order
     counts = summary(proc.log, "clip")
-    assert counts == {"read": n, "dropped": 0, "segmented": n, "published": n}
+    assert counts == {"read": n, "skipped": 0, "segmented": n, "published": n, "lost": 0}

@@ -91,12 +91,12 @@ def test_traces_and_metrics_reach_an_otlp_receiver(
     proc = serve(service_pipeline(cams, {"url": redis_server.url}, telemetry=telemetry))
     client = redis_server.client()
     proc.wait_for(lambda: client.xlen("streamseg:detections:synth") >= 5, 90, "publishing")
-    proc.wait_for(lambda: "streamseg.segment.frames" in receiver.metric_names, 30, "metrics")
+    proc.wait_for(lambda: "streamseg.frames.segmented" in receiver.metric_names, 30, "metrics")
     assert proc.terminate() == 0, proc.tail()  # flushes the span exporter
 
     names = receiver.metric_names
-    assert {"streamseg.ingest.frames", "streamseg.pipeline.latency"} <= names
-    assert "streamseg.publish.messages" in names
+    assert {"streamseg.frames.read", "streamseg.pipeline.latency"} <= names
+    assert "streamseg.messages.published" in names
     message = detections(client, "synth")[2]
     _version, trace_id, _span, _flags = message["traceparent"].split("-")
     with receiver.lock:

@@ -33,9 +33,7 @@ def test_redis_restart_mid_run(
     r = proc.readyz()
     assert r["http_status"] == 503 and r["ready"] is False  # not ready without Redis...
     assert proc.get("/healthz")[0] == 200  # ...but alive
-    proc.wait_for(
-        lambda: proc.readyz()["sinks"]["redis"]["dropped"] > 0, 30, "buffer overflow drops"
-    )
+    proc.wait_for(lambda: proc.readyz()["sinks"]["redis"]["lost"] > 0, 30, "buffer overflow drops")
     assert proc.readyz()["sinks"]["redis"]["buffered"] <= 5
 
     redis_server.start()  # same port, empty (no persistence)
@@ -45,8 +43,8 @@ def test_redis_restart_mid_run(
     redis_state = proc.readyz()["sinks"]["redis"]
     code, text = proc.get("/metrics")
     assert code == 200
-    assert (metric(text, "streamseg_publish_dropped_total") or 0) > 0
-    assert (metric(text, "streamseg_ingest_dropped_total", camera="cam", reason="redis") or 0) > 0
+    assert (metric(text, "streamseg_messages_lost_total") or 0) > 0
+    assert (metric(text, "streamseg_frames_lost_total", camera="cam", reason="redis") or 0) > 0
     assert metric(text, "streamseg_publish_connected") == 1
     # Every failed call is counted, by operation and exception class: the round
     # trip that found Redis gone and each refused reconnect attempt.
@@ -68,8 +66,9 @@ def test_redis_restart_mid_run(
     assert proc.terminate() == 0, proc.tail()
     log = proc.log
     assert "redis: unavailable" in log and "redis: reconnected" in log
-    assert "could not reach sink redis; dropped" in log
+    assert "could not reach sink redis; lost" in log
     assert "Traceback" not in log
     counts = summary(log, "cam")
-    assert counts["dropped"] > 0
-    assert counts["read"] == counts["published"] + counts["dropped"]  # every frame accounted
+    assert counts["lost"] > 0
+    # every frame accounted
+    assert counts["read"] == counts["published"] + counts["lost"] + counts["skipped"]

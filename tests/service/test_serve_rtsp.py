@@ -34,7 +34,8 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
     ready = proc.wait_for(lambda: proc.readyz().get("ready"), 90, "/readyz ready")
     r = proc.readyz()
     assert ready and r["http_status"] == 200
-    assert r["model"] == {"loaded": True, "arch": "maskrcnn_small"}
+    assert r["model"]["loaded"] and r["model"]["arch"] == "maskrcnn_small"
+    assert r["model"]["state"] == "running" and r["model"]["failed_batches"] == 0
     assert r["sinks"]["redis"]["connected"] is True and r["stopping"] is False
     gate = r["cameras"]["gate"]
     assert gate["state"] == "streaming" and gate["live"] is True and gate["reconnects"] == 0
@@ -62,8 +63,8 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
 
     code, text = proc.get("/metrics")
     assert code == 200
-    assert (metric(text, "streamseg_ingest_frames_total", camera="gate") or 0) >= 8
-    assert (metric(text, "streamseg_publish_messages_total", type="detections") or 0) >= 8
+    assert (metric(text, "streamseg_frames_read_total", camera="gate") or 0) >= 8
+    assert (metric(text, "streamseg_messages_published_total", type="detections") or 0) >= 8
     assert metric(text, "streamseg_ingest_health", camera="gate", state="streaming") == 1
 
     assert proc.terminate(timeout=40) == 0, proc.tail()
@@ -71,8 +72,8 @@ def test_rtsp_camera_into_redis_then_sigterm_drains(
     assert "SIGTERM received" in log and "draining" in log
     assert "Traceback" not in log
     counts = summary(log, "gate")
-    # Every frame read was either published or counted as dropped, and the
+    # Every frame read was either published or counted as skipped or lost, and the
     # published ones are all in Redis: nothing in flight was lost at exit.
-    assert counts["read"] == counts["published"] + counts["dropped"]
+    assert counts["read"] == counts["published"] + counts["skipped"] + counts["lost"]
     assert counts["segmented"] == counts["published"]
     assert client.xlen("streamseg:detections:gate") == counts["published"]

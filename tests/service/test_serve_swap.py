@@ -103,7 +103,7 @@ def test_swap_over_redis_between_batches_loses_no_frame(
     assert proc.wait(180) == 0, proc.tail()  # the clip ends, the service drains and exits
     messages = detections(client, "clip")
     assert [m["seq"] for m in messages] == list(range(frames))  # every frame, once, in order
-    assert summary(proc.log, "clip")["dropped"] == 0
+    assert summary(proc.log, "clip")["lost"] == 0
     labels = _labels(messages)
     assert all(names <= CLASSES for names in labels)
     # The demo's several classes until the swap, then discs only: the new

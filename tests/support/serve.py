@@ -34,6 +34,7 @@ __all__ = [
     "detections",
     "metric",
     "metric_sum",
+    "scene_pipeline",
     "service_pipeline",
     "summary",
 ]
@@ -75,6 +76,43 @@ def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sec
     return config
 
 
+def _default_signals() -> None:
+    """In the child before it runs: SIGINT and SIGTERM as a shell leaves them
+    (default, unblocked), whatever this test process did with them. A shell
+    started with a signal ignored can never trap it (demo.sh traps both)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def scene_pipeline(
+    folder: Path,
+    redis_url: str,
+    weights: Path,
+    *,
+    url: str,
+    arch: str = "maskrcnn_small",
+    model_process: bool = True,
+) -> Any:
+    """A loaded ``PipelineConfig`` for pipeline tests: camera ``scene`` at ``url``,
+    ``weights`` of ``arch`` in full batches of two frames, one torch thread, no
+    tracking; written to ``folder/pipeline.yaml`` first."""
+    from streamseg.config import load_pipeline
+
+    runtime = {"torch_threads": 1, "model_process": model_process}
+    tree = service_pipeline([{"id": "scene", "url": url}], {"url": redis_url}, runtime=runtime)
+    tree["model"] = {
+        "arch": arch,
+        "weights": str(weights),
+        "batch_size": 2,
+        "max_wait_ms": 1000,  # full batches: two frames each
+    }
+    tree["tracking"] = {"enabled": False}
+    path = folder / "pipeline.yaml"
+    path.write_text(json.dumps(tree))
+    return load_pipeline(path)
+
+
 class ServeProcess:
     """One ``streamseg serve`` subprocess.
 
@@ -90,6 +128,9 @@ class ServeProcess:
         terminal: ``(rows, columns)``: run on a new pseudo-terminal of that
             size (stdin, stdout and stderr), as in an interactive shell;
             ``output`` then holds every byte it wrote, escape codes included.
+        command: run this instead of ``python -m streamseg serve PATH``
+            (``scripts/demo.sh PATH``, serve as process 1 of a PID
+            namespace); it must serve ``path`` on ``http_port``.
     """
 
     def __init__(
@@ -103,6 +144,7 @@ class ServeProcess:
         args: tuple[str, ...] = ("--log-level", "INFO"),
         status: bool = False,
         terminal: tuple[int, int] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.http_port = http_port or free_port()
         if path is None:
@@ -117,6 +159,7 @@ class ServeProcess:
         self.args = args
         self.status = status
         self.terminal = terminal
+        self.command = command
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self._raw: list[str] = []
@@ -130,13 +173,14 @@ class ServeProcess:
         if self.terminal is not None:
             return self._start_on_terminal([*cmd, *self.args], *self.terminal)
         self.proc = subprocess.Popen(
-            [*cmd, *self.args],
+            self.command or [*cmd, *self.args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env=self.env,
             cwd=REPO,
             start_new_session=True,
+            preexec_fn=_default_signals,
         )
         threading.Thread(target=self._pump, daemon=True).start()
         return self
@@ -276,15 +320,14 @@ class ServeProcess:
 
 
 def summary(log: str, camera: str) -> dict[str, int]:
-    """The counts of ``serve``'s exit summary line for ``camera``."""
-    m = re.search(
-        rf"summary\[{re.escape(camera)}\]: (\d+) frames read, (\d+) dropped, "
-        r"(\d+) segmented, (\d+) published",
-        log,
-    )
+    """The frame counters of ``serve``'s exit summary line for ``camera``
+    (``read``, ``skipped``, ``segmented``, ``published``, ``lost``)."""
+    from streamseg.telemetry.counters import FRAME_COUNTERS
+
+    words = ", ".join(rf"(\d+) {word}" for word in FRAME_COUNTERS)
+    m = re.search(rf"summary\[{re.escape(camera)}\]: frames {words}", log)
     assert m is not None, f"no summary line for {camera}:\n{log[-3000:]}"
-    read, dropped, segmented, published = map(int, m.groups())
-    return {"read": read, "dropped": dropped, "segmented": segmented, "published": published}
+    return dict(zip(FRAME_COUNTERS, map(int, m.groups()), strict=True))
 
 
 def metric(text: str, name: str, **labels: str) -> float | None:

@@ -59,8 +59,8 @@ def test_prometheus_metrics_scraped() -> None:
         ops_on_reference=lambda: {"nms": "OutOfResources: shared memory"},
     )
     for _ in range(5):
-        stats.frame_in("cam1")
-    stats.dropped("cam1", "queue_full", 2)
+        stats.read("cam1")
+    stats.skipped("cam1", "queue_full", 2)
     stats.published("cam1", 0.12)
     metrics.stage_latency.record(0.05, {"stage": "segment"})
     server = HealthServer(
@@ -73,8 +73,8 @@ def test_prometheus_metrics_scraped() -> None:
         tel.shutdown()
     text = body.decode()
     assert code == 200
-    assert sample(text, "streamseg_ingest_frames_total", camera="cam1") == 5
-    assert sample(text, "streamseg_ingest_dropped_total", camera="cam1", reason="queue_full") == 2
+    assert sample(text, "streamseg_frames_read_total", camera="cam1") == 5
+    assert sample(text, "streamseg_frames_skipped_total", camera="cam1", reason="queue_full") == 2
     assert sample(text, "streamseg_runtime_queue_depth", queue="camera:cam1") == 3
     assert sample(text, "streamseg_ingest_health", camera="cam1", state="stalled") == 1
     assert sample(text, "streamseg_ingest_health", camera="cam1", state="streaming") == 0
@@ -86,7 +86,7 @@ def test_prometheus_metrics_scraped() -> None:
     assert sample(text, "streamseg_stage_duration_seconds_count", stage="segment") == 1
     assert sample(text, "streamseg_publish_connected", sink="redis") == 1
     assert sample(text, "streamseg_publish_connected", sink="central") == 0
-    assert sample(text, "streamseg_publish_buffered", sink="central") == 7
+    assert sample(text, "streamseg_messages_buffered", sink="central") == 7
     assert sample(text, "streamseg_segment_ops_on_reference", op="nms") == 1
     assert sample(text, "streamseg_segment_ops_on_reference", op="roi_align") is None
 

@@ -247,7 +247,7 @@ async function refreshHealth() {
   for (const cam of Object.values(data.cameras)) {
     const tr = document.createElement("tr");
     tr.dataset.camera = cam.id;
-    const cells = [cam.id, cam.state, null, null, String(cam.dropped), String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
+    const cells = [cam.id, cam.state, null, null, `${cam.skipped} / ${cam.lost}`, String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
     cells.forEach((text, i) => {
       const td = document.createElement("td");
       if (i === 2) td.appendChild(sparkline(cam.history.map(p => p[col.fps])));
@@ -263,10 +263,14 @@ async function refreshHealth() {
   const swap = !s ? (m.hot_swap ? "; no hot swap yet" : "; hot swap off")
     : `; last swap ${new Date(s.time * 1000).toLocaleTimeString()} (${s.source}): ` +
       (s.ok ? `loaded ${s.weights} in ${s.load_s} s` : `FAILED ${s.weights}: ${s.error}`);
+  const p = m.process;
+  const health = (m.state && m.state !== "running" && m.state !== "loading" ? ` ${m.state.toUpperCase()}` : "") +
+    (p ? `; own process pid ${p.pid ?? "-"}, ${p.restarts} restarts` : "") +
+    (m.failed_batches ? `; ${m.failed_batches} failed batches, last: ${m.last_error}` : "");
   document.getElementById("model-line").textContent =
-    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}${swap}`;
+    `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}${health}${swap}`;
   document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
-    `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.dropped ?? 0} dropped)`).join("; ");
+    `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.lost ?? 0} lost)`).join("; ");
 }
 
 refreshHealth();

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from streamseg.models import InputSpec
 from streamseg.models.mask2former.criterion import SetCriterion, Target
-from streamseg.models.mask2former.postprocess import instance_inference
+from streamseg.models.mask2former.postprocess import batch_inference
 from streamseg.models.mask2former.universal import panoptic_inference, semantic_inference
 from streamseg.types import Instances
 
@@ -195,7 +195,7 @@ class Mask2Former(nn.Module):
         *,
         mask_crops: bool = False,
     ) -> list[Instances]:
-        """Instances per image at frame resolution, by ``task``.
+        """Instances per image at frame resolution, on the host, by ``task``.
 
         ``instance``: see ``postprocess.py``; ``semantic`` and ``panoptic``:
         see ``universal.py`` (their class regions are ``Instances.regions``).
@@ -204,8 +204,18 @@ class Mask2Former(nn.Module):
         """
         mask_logits = outputs["pred_masks"]
         padded = (mask_logits.shape[-2] * _MASK_STRIDE, mask_logits.shape[-1] * _MASK_STRIDE)
+        if self.task == "instance":
+            return batch_inference(
+                outputs["pred_logits"],
+                mask_logits,
+                padded_size=padded,
+                image_sizes=image_sizes,
+                frame_sizes=frame_sizes,
+                score_threshold=self.score_threshold,
+                detections_per_image=self.detections_per_image,
+            )
         return [
-            self._infer(
+            self._regions(
                 outputs["pred_logits"][i],
                 mask_logits[i],
                 padded_size=padded,
@@ -215,23 +225,16 @@ class Mask2Former(nn.Module):
             for i in range(len(image_sizes))
         ]
 
-    def _infer(self, class_logits: Tensor, mask_logits: Tensor, **sizes: Any) -> Instances:
+    def _regions(self, class_logits: Tensor, mask_logits: Tensor, **sizes: Any) -> Instances:
+        """One image's semantic or panoptic result (``universal.py``)."""
         if self.task == "semantic":
             return semantic_inference(class_logits, mask_logits, **sizes)
-        if self.task == "panoptic":
-            return panoptic_inference(
-                class_logits,
-                mask_logits,
-                is_thing=self.is_thing,
-                object_mask_threshold=self.object_mask_threshold,
-                overlap_threshold=self.overlap_threshold,
-                detections_per_image=self.detections_per_image,
-                **sizes,
-            )
-        return instance_inference(
+        return panoptic_inference(
             class_logits,
             mask_logits,
-            score_threshold=self.score_threshold,
+            is_thing=self.is_thing,
+            object_mask_threshold=self.object_mask_threshold,
+            overlap_threshold=self.overlap_threshold,
             detections_per_image=self.detections_per_image,
             **sizes,
         )

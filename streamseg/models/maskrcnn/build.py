@@ -68,7 +68,7 @@ class ArchSpec:
 
 _R50 = ArchSpec(name="maskrcnn_r50_fpn")
 _R50_V2 = dataclasses.replace(_R50, name="maskrcnn_r50_fpn_v2", v2=True)
-_SMALL = ArchSpec(
+SMALL_SPEC = ArchSpec(
     name="maskrcnn_small",
     bottleneck=False,
     depths=(1, 1, 2, 1),
@@ -123,7 +123,7 @@ def maskrcnn_r50_fpn_v2(**options: Any) -> MaskRCNN:
 
 def maskrcnn_small(**options: Any) -> MaskRCNN:
     """A narrow ResNet-18 FPN Mask R-CNN for CPU real time (synthetic classes by default)."""
-    return build(_SMALL, **options)
+    return build(SMALL_SPEC, **options)
 
 
 def build(

@@ -11,18 +11,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from streamseg import ops
 from streamseg.models import InputSpec
 from streamseg.models.maskrcnn.fpn import BackboneWithFPN
-from streamseg.models.maskrcnn.roi_heads import RoIHeads
+from streamseg.models.maskrcnn.postprocess import to_instances
+from streamseg.models.maskrcnn.roi_heads import BatchDetections, RoIHeads
 from streamseg.models.maskrcnn.rpn import RPN
-from streamseg.types import Instances, MaskCrops
+from streamseg.types import Instances
 
-__all__ = ["Detections", "MaskRCNN"]
-
-# Per image: boxes (K, 4) xyxy resized-image pixels, scores (K,), labels (K,) int64,
-# mask_probs (K, M, M) float in [0, 1].
-Detections = dict[str, Tensor]
+__all__ = ["BatchDetections", "MaskRCNN"]
 
 
 class MaskRCNN(nn.Module):
@@ -40,9 +36,10 @@ class MaskRCNN(nn.Module):
             (see :mod:`streamseg.models.maskrcnn.styles`); recorded so that
             weights of one style are never swapped into a model of the other.
 
-    Eval mode: ``model(images, image_sizes)`` -> list of :data:`Detections`;
-    ``model.postprocess(outputs, image_sizes, frame_sizes, mask_crops=False)`` -> list of
-    :class:`~streamseg.types.Instances`. Train mode: ``model(images,
+    Eval mode: ``model(images, image_sizes)`` -> :class:`BatchDetections`
+    (the whole batch, on the model's device); ``model.postprocess(outputs,
+    image_sizes, frame_sizes, mask_crops=False)`` -> list of
+    :class:`~streamseg.types.Instances` on the host. Train mode: ``model(images,
     image_sizes, targets)`` -> ``{"loss_objectness", "loss_rpn_box_reg",
     "loss_classifier", "loss_box_reg", "loss_mask"}``.
     """
@@ -72,7 +69,7 @@ class MaskRCNN(nn.Module):
         images: Tensor,
         image_sizes: Sequence[tuple[int, int]],
         targets: Sequence[dict[str, Tensor]] | None = None,
-    ) -> list[Detections] | dict[str, Tensor]:
+    ) -> BatchDetections | dict[str, Tensor]:
         """Detections (eval) or losses (train; ``targets`` required).
 
         Args:
@@ -94,14 +91,14 @@ class MaskRCNN(nn.Module):
         detections, roi_losses = self.roi_heads(
             feats[:-1], proposals, sizes, targets if self.training else None
         )
-        if self.training:
+        if self.training or detections is None:
             return {**rpn_losses, **roi_losses}
         return detections
 
     @torch.no_grad()
     def postprocess(
         self,
-        outputs: Sequence[Detections],
+        outputs: BatchDetections,
         image_sizes: Sequence[tuple[int, int]],
         frame_sizes: Sequence[tuple[int, int]],
         *,
@@ -109,42 +106,20 @@ class MaskRCNN(nn.Module):
     ) -> list[Instances]:
         """Scale detections from resized-image to frame pixels and paste the masks.
 
-        Returns one :class:`Instances` per image: ``boxes`` in frame pixels,
-        ``masks`` ``bool (N, H, W)`` at frame resolution, or with
+        Returns one :class:`Instances` per image, on the host (two copies
+        from a GPU for the whole batch, see
+        :mod:`~streamseg.models.maskrcnn.postprocess`): ``boxes`` in frame
+        pixels, ``masks`` ``bool (N, H, W)`` at frame resolution, or with
         ``mask_crops`` the same masks as :class:`MaskCrops` (each pasted only
         into its box: the cost follows the objects' area, not the frame's).
         """
-        out = []
-        for det, size, frame in zip(outputs, image_sizes, frame_sizes, strict=True):
-            fh, fw = int(frame[0]), int(frame[1])
-            ratio_h = torch.tensor(fh, dtype=torch.float32) / torch.tensor(
-                size[0], dtype=torch.float32
-            )
-            ratio_w = torch.tensor(fw, dtype=torch.float32) / torch.tensor(
-                size[1], dtype=torch.float32
-            )
-            scale = torch.stack([ratio_w, ratio_h, ratio_w, ratio_h]).to(det["boxes"].device)
-            boxes = det["boxes"].float() * scale
-            masks: Tensor | MaskCrops
-            if mask_crops:
-                crops, regions = ops.paste_masks_crops(
-                    det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
-                )
-                masks = MaskCrops(image_size=(fh, fw), boxes=regions, crops=crops)
-            else:
-                masks = ops.paste_masks_binary(
-                    det["mask_probs"].float(), boxes, (fh, fw), self.mask_threshold
-                )
-            out.append(
-                Instances(
-                    image_size=(fh, fw),
-                    boxes=boxes,
-                    scores=det["scores"].float(),
-                    labels=det["labels"].to(torch.int64),
-                    masks=masks,
-                )
-            )
-        return out
+        return to_instances(
+            outputs,
+            image_sizes,
+            frame_sizes,
+            mask_threshold=self.mask_threshold,
+            mask_crops=mask_crops,
+        )
 
     def freeze_backbone_stages(self, stages: int) -> None:
         """Stop gradients of the backbone stem (stage 0) and stages ``1..stages-1``."""

@@ -1,9 +1,13 @@
 """RoI heads: box classification/regression and masks, inference and losses.
 
-Inference (per image): softmax class scores, per-class decoded boxes clipped
-to the image, background dropped, scores ``> score_threshold``, tiny boxes
-dropped, class-aware NMS, the ``detections_per_image`` best; then the mask
-head runs on the kept boxes and each box keeps the mask of its class.
+Inference, torchvision's per-image rules run on the whole batch at once:
+softmax class scores, per-class decoded boxes clipped to their image,
+background dropped, scores ``> score_threshold``, tiny boxes dropped,
+class-aware NMS (one call: image and class form the group), the
+``detections_per_image`` best of each image; then the mask head runs on the
+kept boxes and each box keeps the mask of its class. Nothing loops over
+images, classes or boxes, and the only host syncs are the two that size
+the work (how many candidates pass the threshold, how many NMS keeps).
 Training: proposals plus ground-truth boxes are matched and sampled
 (``batch_size_per_image``, ``positive_fraction``), and the classification,
 box and mask losses are computed on the samples.
@@ -19,12 +23,58 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from streamseg import ops
-from streamseg.models.maskrcnn.nms import batched_nms_top_k
+from streamseg.models.maskrcnn.nms import clip_per_image, first_per_group
+from streamseg.models.maskrcnn.rpn import Proposals
 from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, match, sample_labels
 
-__all__ = ["RoIHeads", "RoISettings"]
+__all__ = ["BatchDetections", "RoIHeads", "RoISettings"]
 
 BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)
+
+
+@dataclasses.dataclass
+class BatchDetections:
+    """The detections of a batch, the same number of slots ``K`` for every image.
+
+    Attributes:
+        boxes: ``(B, K, 4)`` float xyxy resized-image pixels.
+        scores: ``(B, K)`` float class scores.
+        labels: ``(B, K)`` int64 classes (``>= 1``).
+        filled: ``(B, K)`` bool: which slots hold a detection; an image's
+            come first, best first (with ``drop_empty`` a dropped one
+            leaves a hole).
+        mask_probs: ``(R, M, M)`` float in ``[0, 1]``: the masks of the
+            filled slots in row-major order, then ``R - filled.sum()``
+            rows of padding.
+    """
+
+    boxes: Tensor
+    scores: Tensor
+    labels: Tensor
+    filled: Tensor
+    mask_probs: Tensor
+
+    @classmethod
+    def empty(cls, images: int, slots: int, mask_size: int, like: Tensor) -> BatchDetections:
+        """No detection in any of ``images`` images."""
+        return cls(
+            boxes=like.new_zeros((images, slots, 4)),
+            scores=like.new_zeros((images, slots)),
+            labels=torch.ones((images, slots), dtype=torch.int64, device=like.device),
+            filled=torch.zeros((images, slots), dtype=torch.bool, device=like.device),
+            mask_probs=like.new_zeros((0, mask_size, mask_size)),
+        )
+
+    def per_image(self) -> list[dict[str, Tensor]]:
+        """``boxes``, ``scores``, ``labels``, ``mask_probs`` of each image (host syncs)."""
+        counts = self.filled.sum(dim=1).tolist()
+        masks = self.mask_probs[: sum(counts)].split(counts)
+        return [
+            {"boxes": b[f], "scores": s[f], "labels": lab[f], "mask_probs": m}
+            for b, s, lab, f, m in zip(
+                self.boxes, self.scores, self.labels, self.filled, masks, strict=True
+            )
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +123,7 @@ class RoIHeads(nn.Module):
     def _pool(
         self,
         feats: Sequence[Tensor],
-        boxes: Sequence[Tensor],
+        boxes: Sequence[Tensor] | Tensor,
         sizes: Sequence[tuple[int, int]],
         out: int,
     ) -> Tensor:
@@ -83,7 +133,10 @@ class RoIHeads(nn.Module):
         )
 
     def _mask_logits(
-        self, feats: Sequence[Tensor], boxes: Sequence[Tensor], sizes: Sequence[tuple[int, int]]
+        self,
+        feats: Sequence[Tensor],
+        boxes: Sequence[Tensor] | Tensor,
+        sizes: Sequence[tuple[int, int]],
     ) -> Tensor:
         x = self._pool(feats, boxes, sizes, self.settings.mask_pool)
         return self.mask_predictor(self.mask_head(x))
@@ -91,17 +144,13 @@ class RoIHeads(nn.Module):
     def forward(
         self,
         feats: Sequence[Tensor],
-        proposals: Sequence[Tensor],
+        proposals: Proposals,
         image_sizes: Sequence[tuple[int, int]],
         targets: Sequence[dict[str, Tensor]] | None = None,
-    ) -> tuple[list[dict[str, Tensor]], dict[str, Tensor]]:
-        """Detections per image (eval) or losses (training, with ``targets``).
-
-        Detections: ``boxes (K, 4)`` xyxy resized-image pixels, ``scores``,
-        ``labels`` int64, ``mask_probs (K, M, M)`` sigmoid of the box's class.
-        """
+    ) -> tuple[BatchDetections | None, dict[str, Tensor]]:
+        """Detections of the batch (eval) or losses (training, with ``targets``)."""
         if targets is not None:
-            return [], self._losses(feats, proposals, image_sizes, targets)
+            return None, self._losses(feats, proposals.per_image(), image_sizes, targets)
         return self._detect(feats, proposals, image_sizes), {}
 
     # ------------------------------------------------------------------ inference
@@ -109,50 +158,67 @@ class RoIHeads(nn.Module):
     def _detect(
         self,
         feats: Sequence[Tensor],
-        proposals: Sequence[Tensor],
+        proposals: Proposals,
         image_sizes: Sequence[tuple[int, int]],
-    ) -> list[dict[str, Tensor]]:
-        x = self.box_head(self._pool(feats, proposals, image_sizes, self.settings.box_pool))
-        logits, deltas = self.box_predictor(x)
-        props = torch.cat(list(proposals))
-        boxes = ops.decode_boxes(deltas, props.to(deltas.dtype), BOX_WEIGHTS)
-        scores = F.softmax(logits, -1)
-        counts = [int(p.shape[0]) for p in proposals]
-        results = [
-            self._select(b, s, size)
-            for b, s, size in zip(
-                boxes.split(counts), scores.split(counts), image_sizes, strict=True
-            )
-        ]
-        kept = [r["boxes"] for r in results]
-        if sum(int(k.shape[0]) for k in kept) == 0:
-            m = self.settings.mask_pool * 2
-            for r in results:
-                r["mask_probs"] = r["boxes"].new_zeros((0, m, m))
-            return results
-        mask_logits = self._mask_logits(feats, kept, image_sizes)
-        labels = torch.cat([r["labels"] for r in results])
-        probs = mask_logits[torch.arange(labels.shape[0], device=labels.device), labels].sigmoid()
-        for r, p in zip(results, probs.split([int(k.shape[0]) for k in kept]), strict=True):
-            r["mask_probs"] = p
-        return results
-
-    def _select(self, boxes: Tensor, scores: Tensor, size: tuple[int, int]) -> dict[str, Tensor]:
+    ) -> BatchDetections:
+        """Candidates of every image at once, one class-aware NMS for the batch, then
+        the ``detections_per_image`` best of each image and their masks."""
         s = self.settings
-        num_classes = scores.shape[1]
-        boxes = ops.clip_boxes(boxes, size)[:, 1:].reshape(-1, 4)
-        labels = torch.arange(num_classes, device=scores.device).expand_as(scores)[:, 1:]
-        labels = labels.reshape(-1)
-        scores = scores[:, 1:].reshape(-1)
-        keep = torch.where(scores > s.score_threshold)[0]
-        boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
-        keep = ops.remove_small_boxes(boxes, s.min_box_size)
-        boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
-        keep = batched_nms_top_k(boxes, scores, labels, s.nms_threshold, s.detections_per_image)
+        n, k = proposals.filled.shape
+        x = self.box_head(self._pool(feats, proposals.boxes, image_sizes, s.box_pool))
+        logits, deltas = self.box_predictor(x)
+        c = logits.shape[1]
+        props = proposals.boxes.reshape(-1, 4).to(deltas.dtype)
+        boxes = ops.decode_boxes(deltas, props, BOX_WEIGHTS).view(n, k, c, 4)
+        boxes = clip_per_image(boxes, image_sizes)[:, :, 1:]  # background out
+        scores = F.softmax(logits, -1).view(n, k, c)[:, :, 1:]
+        wide = (boxes[..., 2] - boxes[..., 0] >= s.min_box_size) & (
+            boxes[..., 3] - boxes[..., 1] >= s.min_box_size
+        )
+        candidate = proposals.filled[:, :, None] & (scores > s.score_threshold) & wide
+        picked = torch.nonzero(candidate.reshape(-1)).squeeze(1)  # host sync: how many
+        if picked.shape[0] == 0:
+            return BatchDetections.empty(n, s.detections_per_image, s.mask_pool * 2, props)
+        cand_boxes = boxes.reshape(-1, 4)[picked]
+        cand_scores = scores.reshape(-1)[picked]
+        image = torch.div(picked, k * (c - 1), rounding_mode="floor")
+        labels = picked % (c - 1) + 1
+        keep = ops.batched_nms(cand_boxes, cand_scores, image * c + labels, s.nms_threshold)
+        table, filled = first_per_group(keep, image[keep], n, s.detections_per_image)
+        dets = BatchDetections(
+            boxes=cand_boxes[table],
+            scores=cand_scores[table],
+            labels=labels[table],
+            filled=filled,
+            mask_probs=props.new_zeros((0, s.mask_pool * 2, s.mask_pool * 2)),
+        )
         if s.drop_empty:
-            kept = boxes[keep]
-            keep = keep[(kept[:, 2] > kept[:, 0]) & (kept[:, 3] > kept[:, 1])]
-        return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
+            b = dets.boxes
+            dets.filled = filled & (b[..., 2] > b[..., 0]) & (b[..., 3] > b[..., 1])
+        # At most every kept box, at most every slot: known here without a sync. On
+        # the CPU, where a sync costs nothing, the exact count spares the mask head.
+        rows = min(int(keep.shape[0]), n * s.detections_per_image)
+        if not ops.on_gpu(dets.filled):
+            rows = int(dets.filled.sum())
+        dets.mask_probs = self._mask_probs(feats, dets, image_sizes, rows)
+        return dets
+
+    def _mask_probs(
+        self,
+        feats: Sequence[Tensor],
+        dets: BatchDetections,
+        image_sizes: Sequence[tuple[int, int]],
+        rows: int,
+    ) -> Tensor:
+        """Mask probabilities ``(rows, M, M)`` of the filled slots in row-major order;
+        ``rows`` (at least their number) fixes the shape, the rows past them are padding."""
+        slots = torch.nonzero_static(dets.filled.reshape(-1), size=rows, fill_value=0).squeeze(1)
+        per_image = dets.filled.shape[1]
+        image = torch.div(slots, per_image, rounding_mode="floor").to(dets.boxes.dtype)
+        rois = torch.cat((image[:, None], dets.boxes.reshape(-1, 4)[slots]), dim=1)
+        logits = self._mask_logits(feats, rois, image_sizes)
+        labels = dets.labels.reshape(-1)[slots]
+        return logits[torch.arange(rows, device=logits.device), labels].sigmoid()
 
     # ------------------------------------------------------------------ training
 

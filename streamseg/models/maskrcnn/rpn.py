@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -21,10 +22,28 @@ from torch import Tensor, nn
 
 from streamseg import ops
 from streamseg.models.maskrcnn.fpn import conv_norm_act
-from streamseg.models.maskrcnn.nms import batched_nms_top_k
+from streamseg.models.maskrcnn.nms import clip_per_image, first_per_group
 from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, match, sample_labels
+from streamseg.ops.transfer import to_device
 
-__all__ = ["RPN", "AnchorGenerator", "RPNHead", "RPNSettings"]
+__all__ = ["RPN", "AnchorGenerator", "Proposals", "RPNHead", "RPNSettings"]
+
+
+class Proposals(NamedTuple):
+    """The proposals of a batch, the same number of slots for every image.
+
+    ``boxes`` ``(B, K, 4)`` xyxy resized-image pixels, best first;
+    ``filled`` ``(B, K)`` bool: which slots hold a proposal (an image's
+    filled slots come first; the others hold some box, to be ignored).
+    """
+
+    boxes: Tensor
+    filled: Tensor
+
+    def per_image(self) -> list[Tensor]:
+        """Each image's proposals ``(Ki, 4)`` (a host sync per image: for training)."""
+        return [b[f] for b, f in zip(self.boxes, self.filled, strict=True)]
+
 
 RPN_BOX_WEIGHTS = (1.0, 1.0, 1.0, 1.0)
 
@@ -109,7 +128,8 @@ class AnchorGenerator(nn.Module):
             ys = torch.arange(gh, dtype=torch.int32, device=device) * sh
             yy, xx = torch.meshgrid(ys, xs, indexing="ij")
             shifts = torch.stack((xx, yy, xx, yy), dim=-1).reshape(-1, 1, 4)
-            out.append((shifts + self.base_anchors(size).to(device)[None]).reshape(-1, 4))
+            base = to_device(self.base_anchors(size), device)
+            out.append((shifts + base[None]).reshape(-1, 4))
         anchors = torch.cat(out)
         if len(self._cache) > 16:
             self._cache.clear()
@@ -183,8 +203,8 @@ class RPN(nn.Module):
         feats: Sequence[Tensor],
         image_sizes: Sequence[tuple[int, int]],
         targets: Sequence[dict[str, Tensor]] | None = None,
-    ) -> tuple[list[Tensor], dict[str, Tensor]]:
-        """Proposals ``[(Ki, 4)]`` xyxy (resized-image pixels) and the losses (training)."""
+    ) -> tuple[Proposals, dict[str, Tensor]]:
+        """:class:`Proposals` (resized-image pixels) and the losses (training)."""
         logits, deltas = self.head(feats)
         grid = [(int(f.shape[-2]), int(f.shape[-1])) for f in feats]
         anchors = self.anchor_generator(
@@ -215,31 +235,35 @@ class RPN(nn.Module):
         obj: Tensor,
         per_level: list[int],
         image_sizes: Sequence[tuple[int, int]],
-    ) -> list[Tensor]:
+    ) -> Proposals:
+        """Best anchors per level, clipped, small ones out, NMS per image and level (one
+        call for the batch), then the ``post_nms_top_n`` best of each image."""
         pre, post = self._top_n()
+        n = obj.shape[0]
         idx, lvl = [], []
         offset = 0
-        for level, count in enumerate(per_level):
+        for level, count in enumerate(per_level):  # one step per FPN level
             k = min(pre, count)
             top = obj[:, offset : offset + count].topk(k, dim=1).indices
             idx.append(top + offset)
             lvl.append(torch.full((k,), level, dtype=torch.int64, device=obj.device))
             offset += count
-        top_idx = torch.cat(idx, dim=1)
-        levels = torch.cat(lvl)
-        rows = torch.arange(obj.shape[0], device=obj.device)[:, None]
-        scores = obj[rows, top_idx]
+        top_idx = torch.cat(idx, dim=1)  # (N, K)
+        width = top_idx.shape[1]
+        scores = obj.gather(1, top_idx)
         if not self.settings.rank_by_logits:
             scores = torch.sigmoid(scores)
-        boxes = boxes[rows, top_idx]
-        out = []
-        for b, s, size in zip(boxes, scores, image_sizes, strict=True):
-            b = ops.clip_boxes(b, size)
-            keep = _large_enough(b, self.settings.min_size)
-            b, s_k, lv = b[keep], s[keep], levels[keep]
-            keep = batched_nms_top_k(b, s_k, lv, self.settings.nms_threshold, post)
-            out.append(b[keep])
-        return out
+        boxes = clip_per_image(boxes.gather(1, top_idx[..., None].expand(-1, -1, 4)), image_sizes)
+        large = _large_enough(boxes, self.settings.min_size)
+        # Small boxes rank last: they can suppress nothing that is kept.
+        ranked = torch.where(large, scores, float("-inf")).reshape(-1)
+        groups = torch.arange(n, device=obj.device)[:, None] * len(per_level) + torch.cat(lvl)
+        flat = boxes.reshape(-1, 4)
+        keep = ops.batched_nms(flat, ranked, groups.reshape(-1), self.settings.nms_threshold)
+        image = torch.div(keep, width, rounding_mode="floor")
+        image = torch.where(large.reshape(-1)[keep], image, n)
+        table, filled = first_per_group(keep, image, n, min(post, width))
+        return Proposals(flat[table], filled)
 
     def _losses(
         self, anchors: Tensor, obj: Tensor, reg: Tensor, targets: Sequence[dict[str, Tensor]]
@@ -275,12 +299,12 @@ class RPN(nn.Module):
 
 
 def _large_enough(boxes: Tensor, min_size: float) -> Tensor:
-    """Indices of boxes at least ``min_size`` wide and high; ``0``: of non-empty boxes."""
+    """Whether ``(..., 4)`` boxes are at least ``min_size`` wide and high (``0``: non-empty)."""
+    ws = boxes[..., 2] - boxes[..., 0]
+    hs = boxes[..., 3] - boxes[..., 1]
     if min_size > 0:
-        return ops.remove_small_boxes(boxes, min_size)
-    ws = boxes[:, 2] - boxes[:, 0]
-    hs = boxes[:, 3] - boxes[:, 1]
-    return torch.where((ws > 0) & (hs > 0))[0]
+        return (ws >= min_size) & (hs >= min_size)
+    return (ws > 0) & (hs > 0)
 
 
 def default_anchor_sizes(smallest: int = 32, levels: int = 5) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from torch.library import triton_op, wrap_triton
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import decode_boxes_fake
 from streamseg.ops._native import launch
+from streamseg.ops.transfer import to_device
 
 __all__ = ["decode_boxes"]
 
@@ -77,7 +78,8 @@ def decode_boxes(
     out = deltas.new_empty((n, classes, 4))
     if n * classes == 0:
         return out
-    coder = torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype).to(deltas.device)
+    # Non-blocking from pinned memory: a blocking copy would be a host sync per call.
+    coder = to_device(torch.tensor([wx, wy, ww, wh, clamp], dtype=deltas.dtype), deltas.device)
     return launch(
         "decode_boxes",
         deltas,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from streamseg.errors import StartupError
 from streamseg.registry import load
 
 if TYPE_CHECKING:
@@ -35,16 +36,14 @@ if TYPE_CHECKING:
 __all__ = ["BACKENDS", "BackendError", "BackendKind", "backend_problems", "build_backend"]
 
 
-class BackendError(ValueError):
+class BackendError(StartupError, ValueError):
     """A model that cannot run as configured, found while starting.
 
     ``field`` is the pipeline.yaml field to fix (``model.device``,
     ``model.backend``, ``model.aot_package``); the message says how.
     """
 
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
+    default_field = "model.backend"
 
 
 @dataclasses.dataclass(frozen=True)

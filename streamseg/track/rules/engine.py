@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from streamseg.config import alerts as cfg
+from streamseg.errors import StartupError
 from streamseg.geometry import Polygon, Segment, Shapes
 from streamseg.registry import load
 from streamseg.track.rules.base import RuleBase, class_ids
@@ -25,18 +26,21 @@ from streamseg.track.rules.zones import ZoneState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
-__all__ = ["CameraRules", "RuleContext", "RuleError", "rule_class"]
+__all__ = [
+    "CameraRules",
+    "RuleContext",
+    "RuleError",
+    "check_rule_classes",
+    "rule_class",
+    "rule_class_problems",
+]
 
 
-class RuleError(ValueError):
+class RuleError(StartupError, ValueError):
     """A rule that cannot run with this model (e.g. a class it does not have).
 
     ``field`` is the pipeline.yaml field to fix; the message says how.
     """
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 log = logging.getLogger("streamseg.track.rules")
@@ -142,6 +146,32 @@ class CameraRules:
         line = self.config.lines[name]
         p, q = self._shapes.lines[name]
         return Segment(p, q), 1 if line.in_side == "right" else -1
+
+
+def rule_class_problems(
+    alerts: cfg.AlertsConfig, class_names: Sequence[str]
+) -> list[tuple[str, int, RuleError]]:
+    """``(camera, rule index, error)`` of every rule naming a class not in ``class_names``.
+
+    What building the rules checks, without building them: ``check`` lists
+    them all, ``serve`` asks before it starts the model when the classes
+    are known from the config or the checkpoint alone.
+    """
+    out = []
+    for cid, cam in alerts.cameras.items():
+        for i, rule in enumerate(cam.rules):
+            try:
+                _labels(rule, class_names, f"alerts.cameras.{cid}.rules[{i}].classes")
+            except RuleError as exc:
+                out.append((cid, i, exc))
+    return out
+
+
+def check_rule_classes(alerts: cfg.AlertsConfig, class_names: Sequence[str]) -> None:
+    """Raise the ``RuleError`` of the first rule naming a class not in ``class_names``."""
+    problems = rule_class_problems(alerts, class_names)
+    if problems:
+        raise problems[0][2]
 
 
 def _labels(rule: cfg.RuleConfig, class_names: Sequence[str], field: str) -> Any:
