@@ -4,17 +4,38 @@ Frame pixels: x to the right, y down; a pixel ``(x, y)`` covers
 ``[x, x + 1) x [y, y + 1)``. Boundaries are closed: a point on a zone's
 edge or vertex is inside, a path that touches a line's endpoint crosses it.
 Distances are pixels. ``EPS`` absorbs float rounding in those tests.
+
+Zones and lines are written in frame pixels or normalised to the frame
+(``[0, 1]`` of its width and height); :func:`to_pixels` is the one place
+that turns either into pixels, and :class:`Shapes` holds a camera's zones
+and lines resolved so (``CameraAlerts.shapes(size)`` builds it for the
+rules, the console's overlay and the zone editor).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ANCHORS", "EPS", "Anchor", "Polygon", "Segment", "anchor_points"]
+__all__ = [
+    "ANCHORS",
+    "EPS",
+    "Anchor",
+    "Coordinates",
+    "Point",
+    "Polygon",
+    "Segment",
+    "Shapes",
+    "anchor_points",
+    "polygon_area",
+    "self_crossing",
+    "to_pixels",
+]
 
 F64 = NDArray[np.float64]
 Bool = NDArray[np.bool_]
@@ -44,6 +65,78 @@ ANCHORS: dict[str, tuple[float, float]] = {
     "bottom_left": (0.0, 1.0),
     "bottom_right": (1.0, 1.0),
 }
+
+
+Point = tuple[float, float]
+Coordinates = Literal["pixels", "normalized"]
+
+
+def to_pixels(
+    points: Sequence[Point], coordinates: Coordinates, size: tuple[int, int], *, scale: float = 1.0
+) -> list[Point]:
+    """``points`` in the pixels of an image of ``size`` ``(H, W)`` showing the frame at
+    ``1 / scale`` (``scale``: frame pixels per image pixel; 1 for the frame itself).
+
+    ``normalized`` points are fractions of the image's width and height;
+    ``pixels`` points are frame pixels, divided by ``scale``.
+    """
+    if coordinates == "normalized":
+        h, w = size
+        return [(x * w, y * h) for x, y in points]
+    return [(x / scale, y / scale) for x, y in points]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """A camera's zones (polygons) and lines (``p -> q``) in pixels, by name, in the
+    order they were written (see :func:`to_pixels`)."""
+
+    zones: dict[str, list[Point]]
+    lines: dict[str, tuple[Point, Point]]
+
+
+def polygon_area(points: Sequence[Point]) -> float:
+    """The area of the polygon with vertices ``points`` (either winding), square pixels."""
+    s = 0.0
+    for (x1, y1), (x2, y2) in zip(points, [*points[1:], *points[:1]], strict=True):
+        s += x1 * y2 - x2 * y1
+    return abs(s) / 2
+
+
+def self_crossing(points: Sequence[Point]) -> tuple[int, int] | None:
+    """The first pair ``(i, j)`` of non-adjacent edges (edge ``i`` runs from vertex
+    ``i`` to ``i + 1``) that touch, else ``None``: the polygon is simple."""
+    n = len(points)
+    edges = [(points[i], points[(i + 1) % n]) for i in range(n)]
+    for i in range(n):
+        for j in range(i + 1, n):
+            if j == i + 1 or (i == 0 and j == n - 1):
+                continue
+            if _segments_touch(*edges[i], *edges[j]):
+                return i, j
+    return None
+
+
+def _segments_touch(a: Point, b: Point, c: Point, d: Point) -> bool:
+    """The closed segments ``a-b`` and ``c-d`` share a point (exact arithmetic on the inputs)."""
+
+    def orient(p: Point, q: Point, r: Point) -> float:
+        return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
+
+    def on(p: Point, q: Point, r: Point) -> bool:
+        return min(p[0], q[0]) <= r[0] <= max(p[0], q[0]) and min(p[1], q[1]) <= r[1] <= max(
+            p[1], q[1]
+        )
+
+    o1, o2, o3, o4 = orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
+    if ((o1 > 0 > o2) or (o1 < 0 < o2)) and ((o3 > 0 > o4) or (o3 < 0 < o4)):
+        return True
+    return (
+        (o1 == 0 and on(a, b, c))
+        or (o2 == 0 and on(a, b, d))
+        or (o3 == 0 and on(c, d, a))
+        or (o4 == 0 and on(c, d, b))
+    )
 
 
 def anchor_points(boxes: F64, anchor: str) -> F64:

@@ -80,18 +80,25 @@ def sink_lines(config: PipelineConfig) -> list[str]:
 
 
 def _topics(sink: object) -> str:
+    from streamseg.streams import availability_topic, mqtt_topic, state_topic
+
     prefix = getattr(sink, "topic_prefix", "")
+    cam = "<camera>"
     extra = [
-        name
+        name.removeprefix(f"{prefix}/")
         for name, on in (
-            ("available", getattr(sink, "availability", False)),
-            ("<camera>/state", getattr(sink, "state", False)),
-            ("<camera>/snapshot", getattr(getattr(sink, "snapshots", None), "enabled", False)),
+            (availability_topic(prefix), getattr(sink, "availability", False)),
+            (state_topic(prefix, cam), getattr(sink, "state", False)),
+            (
+                mqtt_topic(prefix, "snapshot", cam),
+                getattr(getattr(sink, "snapshots", None), "enabled", False),
+            ),
         )
         if on
     ]
     retained = f" (retained: {', '.join(extra)})" if extra else ""
-    return f"topics {prefix}/<camera>/detections, {prefix}/alerts{retained}"
+    topics = f"{mqtt_topic(prefix, 'detections', cam)}, {mqtt_topic(prefix, 'alert', cam)}"
+    return f"topics {topics}{retained}"
 
 
 def _report(exc: ConfigError) -> int:

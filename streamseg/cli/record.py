@@ -55,14 +55,9 @@ def _camera(pipeline: str, camera: str) -> tuple[Any, Any]:
 
 def _reconnect_options(cam: Any) -> dict[str, Any]:
     """The camera's reconnect policy and timeouts from pipeline.yaml, as ``serve`` uses them."""
-    from streamseg.ingest.policy import ReconnectPolicy
-
     r = cam.reconnect
-    policy = ReconnectPolicy(
-        initial=r.initial_backoff, max_delay=r.max_backoff, jitter=min(r.jitter, 0.99)
-    )
     return {
-        "reconnect": policy,
+        "reconnect": r.policy(),
         "connect_timeout": r.connect_timeout,
         "read_timeout": r.read_timeout,
     }

@@ -6,21 +6,33 @@
 when it has some, replace the section's). Without either: the url in
 ``$STREAMSEG_REDIS_URL``, else ``redis://127.0.0.1:6379/0``. The client is
 opened by ``streamseg.publish.connect.redis_client``, like the service's.
+
+``replay`` and ``render`` read recorded detections (``--input FILE`` or
+``--redis [URL]``) through one ``streamseg.client.recording.Recording``,
+opened by :func:`open_recording`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from typing import TYPE_CHECKING
 
-from streamseg.cli import UsageError
+from streamseg.cli import EXIT_FAILURE, UsageError
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.redis import RedisConfig
+from streamseg.streams import detections_stream
+
+if TYPE_CHECKING:
+    from streamseg.client.recording import Recording
 
 __all__ = [
     "add_detections_source",
     "add_redis_arguments",
     "load_pipeline_or_exit",
+    "open_recording",
+    "redis_failure",
     "redis_section",
     "stream_prefix",
 ]
@@ -58,7 +70,8 @@ def add_detections_source(parser: argparse.ArgumentParser, *, redis_default: str
         nargs="?",
         const="",
         metavar="URL",
-        help=f"read <prefix>:detections:<camera> streams (URL default: {redis_default})",
+        help=f"read {detections_stream('<prefix>', '<camera>')} streams "
+        f"(URL default: {redis_default})",
     )
 
 
@@ -88,3 +101,24 @@ def redis_section(args: argparse.Namespace, config: PipelineConfig | None = None
 
 def stream_prefix(args: argparse.Namespace, section: RedisConfig) -> str:
     return str(args.prefix or section.stream_prefix)
+
+
+def open_recording(args: argparse.Namespace, config: PipelineConfig | None) -> Recording:
+    """The recorded detections ``add_detections_source``'s arguments name: the
+    ``--input`` file, else the ``--redis`` url (default: ``config``'s
+    ``redis:`` section, whose password and TLS files apply either way) with
+    ``--prefix`` (default: the section's ``stream_prefix``). Nothing is read yet."""
+    from streamseg.client.recording import Recording
+
+    if args.input is not None:
+        return Recording.from_file(args.input)
+    section = redis_section(argparse.Namespace(redis=args.redis or None), config)
+    return Recording.from_redis(section, prefix=args.prefix)
+
+
+def redis_failure(where: str, exc: Exception, *, doing: str = "reach") -> int:
+    """Say on stderr that Redis at ``where`` (a redacted url) failed; the exit code (1)."""
+    from streamseg.redact import redact_text
+
+    print(f"streamseg: cannot {doing} Redis at {where}: {redact_text(str(exc))}", file=sys.stderr)
+    return EXIT_FAILURE

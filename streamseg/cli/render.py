@@ -23,14 +23,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli import EXIT_OK, UsageError
 from streamseg.cli.redis_args import (
     add_detections_source,
     load_pipeline_or_exit,
-    redis_section,
+    open_recording,
+    redis_failure,
 )
 
 if TYPE_CHECKING:
+    from streamseg.client.recording import Recording
     from streamseg.config.pipeline import PipelineConfig
     from streamseg.track.stage import TrackingStage
     from streamseg.types import Instances
@@ -67,23 +69,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import redis
+
     from streamseg.console.overlay import OverlayInfo
     from streamseg.console.render import ClipError, render_clip
-    from streamseg.track.replay import RecordingError, class_names_of
+    from streamseg.streams import RecordingError
+    from streamseg.track.replay import class_names_of
 
     clip, output = Path(args.clip), Path(args.output)
     _check_paths(clip, output, args)
     config = load_pipeline_or_exit(args.pipeline) if args.pipeline else None
+    recording = open_recording(args, config)
     try:
-        if args.input is not None:
-            camera, messages = _from_file(args.input, args.camera)
-        else:
-            found = _from_redis(args, config)
-            if found is None:
-                return EXIT_FAILURE
-            camera, messages = found
+        recording.ping()
+        camera, messages = _camera_messages(recording, args)
     except RecordingError as exc:
         raise UsageError(str(exc)) from None
+    except redis.RedisError as exc:
+        return redis_failure(recording.where, exc, doing="read")
+    finally:
+        recording.close()
     names = class_names_of(messages.values())
     alerts = config.alerts.cameras.get(camera) if config is not None else None
     stage = _rules_stage(config, camera, names, args.pipeline)
@@ -143,64 +148,35 @@ def _check_paths(clip: Path, output: Path, args: argparse.Namespace) -> None:
         raise UsageError("--crf must be 0..51")
 
 
-def _from_file(path: str, camera: str | None) -> tuple[str, Messages]:
-    import io
-
-    from streamseg.track.replay import file_messages
-
-    if path == "-":
-        items = list(file_messages("<stdin>", io.StringIO(sys.stdin.read())))
+def _camera_messages(recording: Recording, args: argparse.Namespace) -> tuple[str, Messages]:
+    """The camera to draw (``--camera``, or the recording's only one) and its messages."""
+    camera: str | None = args.camera
+    cameras = recording.cameras()
+    if recording.is_redis:
+        known = ", ".join(cameras) or "none"
+        if camera is None and len(cameras) != 1:
+            raise UsageError(f"--redis: pick a camera with --camera (streams in Redis: {known})")
+        camera = camera or cameras[0]
+        if camera not in cameras:
+            raise UsageError(
+                f"--camera {camera}: unknown camera; no stream {recording.stream(camera)} "
+                f"in Redis at {recording.where} (cameras there: {known})"
+            )
     else:
-        items = list(file_messages(path))
-    cameras = sorted({str(m["camera"]) for _, m in items})
-    if not cameras:
-        raise UsageError(f"--input {path}: no detections messages in the file")
-    if camera is None:
-        if len(cameras) > 1:
+        path = args.input
+        if not cameras:
+            raise UsageError(f"--input {path}: no detections messages in the file")
+        if camera is None and len(cameras) > 1:
             raise UsageError(
                 f"--input {path} has detections of {len(cameras)} cameras "
                 f"({', '.join(cameras)}): pick one with --camera"
             )
-        camera = cameras[0]
-    elif camera not in cameras:
-        raise UsageError(
-            f"--camera {camera}: unknown camera; {path} has detections of {', '.join(cameras)}"
-        )
-    return camera, _by_seq(items, camera)
-
-
-def _from_redis(
-    args: argparse.Namespace, config: PipelineConfig | None
-) -> tuple[str, Messages] | None:
-    import redis
-
-    from streamseg.publish.connect import redis_client
-    from streamseg.redact import redact_text, redact_url
-    from streamseg.track.replay import redis_cameras, redis_messages
-
-    section = redis_section(argparse.Namespace(redis=args.redis or None), config)
-    prefix = args.prefix or section.stream_prefix
-    client = redis_client(section, socket_timeout=max(section.socket_timeout, 30.0))
-    where = redact_url(section.url)
-    try:
-        client.ping()
-        cameras = redis_cameras(client, prefix)
-        if args.camera is None and len(cameras) != 1:
-            known = ", ".join(cameras) or "none"
-            raise UsageError(f"--redis: pick a camera with --camera (streams in Redis: {known})")
-        camera = args.camera or cameras[0]
+        camera = camera or cameras[0]
         if camera not in cameras:
-            known = ", ".join(cameras) or "none"
             raise UsageError(
-                f"--camera {camera}: unknown camera; no stream {prefix}:detections:{camera} "
-                f"in Redis at {where} (cameras there: {known})"
+                f"--camera {camera}: unknown camera; {path} has detections of {', '.join(cameras)}"
             )
-        return camera, _by_seq(redis_messages(client, prefix, [camera]), camera)
-    except redis.RedisError as exc:
-        print(f"streamseg: cannot read Redis at {where}: {redact_text(str(exc))}", file=sys.stderr)
-        return None
-    finally:
-        client.close()
+    return camera, _by_seq(recording.messages([camera]), camera)
 
 
 def _by_seq(items: Iterable[tuple[str, dict[str, Any]]], camera: str) -> Messages:

@@ -18,10 +18,14 @@ import argparse
 import collections
 import json
 import sys
-from typing import Any
 
-from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
-from streamseg.cli.redis_args import add_detections_source
+from streamseg.cli import EXIT_OK, UsageError
+from streamseg.cli.redis_args import (
+    add_detections_source,
+    load_pipeline_or_exit,
+    open_recording,
+    redis_failure,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -51,26 +55,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.config import ConfigError, load_pipeline
-    from streamseg.track.replay import RecordingError, replay
+    import redis
 
-    try:
-        config = load_pipeline(args.pipeline)
-    except ConfigError as exc:
-        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
-    if args.input is not None:
-        messages = _file_source(args)
-    else:
-        messages = _redis_source(args, config)
-        if messages is None:
-            return EXIT_FAILURE
     from streamseg.publish.encode import round_numbers
+    from streamseg.streams import RecordingError, detections_pattern
+    from streamseg.track.replay import replay
+
+    config = load_pipeline_or_exit(args.pipeline)
+    recording = open_recording(args, config)
+    cameras: list[str] | None = list(args.camera) or None
+    if recording.is_redis:
+        try:
+            recording.ping()
+            cameras = cameras or recording.cameras()
+        except redis.RedisError as exc:
+            return redis_failure(recording.where, exc)
+        if not cameras:
+            pattern = detections_pattern(str(recording.prefix))
+            raise UsageError(f"no detections streams `{pattern}` in Redis at {recording.where}")
 
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
     out = sys.stdout
     try:
         for event in replay(
-            messages,
+            lambda: recording.messages(cameras),
             tracking=config.tracking,
             alerts=config.alerts,
             masks=not args.no_masks,
@@ -88,44 +96,3 @@ def run(args: argparse.Namespace) -> int:
         summary = {f"{rule}/{kind}": n for (rule, kind), n in sorted(counts.items())}
         print(json.dumps({"events": sum(counts.values()), "by_rule": summary}), file=sys.stderr)
     return EXIT_OK
-
-
-def _file_source(args: argparse.Namespace) -> Any:
-    import io
-
-    from streamseg.track.replay import file_messages
-
-    cameras = set(args.camera)
-    text = sys.stdin.read() if args.input == "-" else None  # stdin can be read only once
-
-    def messages() -> Any:
-        if text is not None:
-            items = file_messages("<stdin>", io.StringIO(text))
-        else:
-            items = file_messages(args.input)
-        return ((w, m) for w, m in items if not cameras or m["camera"] in cameras)
-
-    return messages
-
-
-def _redis_source(args: argparse.Namespace, config: Any) -> Any:
-    import redis
-
-    from streamseg.cli.redis_args import redis_section
-    from streamseg.publish.connect import redis_client
-    from streamseg.redact import redact_text, redact_url
-    from streamseg.track.replay import redis_cameras, redis_messages
-
-    section = redis_section(argparse.Namespace(redis=args.redis or None), config)
-    prefix = args.prefix or section.stream_prefix
-    client = redis_client(section, socket_timeout=max(section.socket_timeout, 30.0))
-    where = redact_url(section.url)
-    try:
-        client.ping()
-        cameras = args.camera or redis_cameras(client, prefix)
-    except redis.RedisError as exc:
-        print(f"streamseg: cannot reach Redis at {where}: {redact_text(str(exc))}", file=sys.stderr)
-        return None
-    if not cameras:
-        raise UsageError(f"no detections streams `{prefix}:detections:*` in Redis at {where}")
-    return lambda: redis_messages(client, prefix, cameras)

@@ -24,7 +24,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
-from streamseg.cli.redis_args import add_redis_arguments, redis_section, stream_prefix
+from streamseg.cli.redis_args import (
+    add_redis_arguments,
+    redis_failure,
+    redis_section,
+    stream_prefix,
+)
 
 if TYPE_CHECKING:
     from streamseg.client import Entry
@@ -73,11 +78,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         client.ping()
     except redis.RedisError as exc:
-        print(
-            f"streamseg: cannot reach Redis at {redact_url(section.url)}: {redact_text(str(exc))}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
+        return redis_failure(redact_url(section.url), exc)
     entries = client.entries(
         cameras=args.camera,
         all_cameras=not args.camera and not args.alerts,

@@ -8,10 +8,13 @@
   ``Region`` (semantic and panoptic models' class regions), ``Alert`` and
   the raw ``Entry``; masks decode to numpy only on ``mask()``;
 * ``validate``: the debug mode's JSON Schema check (``SchemaError``);
-* ``convert``: to and from ``supervision.Detections``.
+* ``convert``: to and from ``supervision.Detections``;
+* ``recording``: recorded detections from a JSON-lines file or the Redis
+  detections streams (``Recording``), read back by ``replay`` and ``render``.
 
 Nothing in streamseg imports this package except the CLI (``streamseg
-subscribe`` is a user of it). See docs/events.md, "Reading events from Python".
+subscribe``, ``replay`` and ``render`` are users of it). Stream names come
+from ``streamseg.streams``. See docs/events.md, "Reading events from Python".
 """
 
 from __future__ import annotations

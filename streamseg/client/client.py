@@ -33,6 +33,7 @@ from streamseg.client.subscription import Backoff, Subscription, start_id
 from streamseg.client.validate import SchemaValidator
 from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
+from streamseg.streams import alerts_stream, detections_pattern, detections_stream
 
 __all__ = ["Client"]
 
@@ -85,11 +86,11 @@ class Client:
         self._tracer = trace.get_tracer("streamseg.client", tracer_provider=tracer_provider)
 
     def detections_stream(self, camera: str) -> str:
-        return f"{self.prefix}:detections:{camera}"
+        return detections_stream(self.prefix, camera)
 
     @property
     def alerts_stream(self) -> str:
-        return f"{self.prefix}:alerts"
+        return alerts_stream(self.prefix)
 
     def detections(
         self,
@@ -118,7 +119,7 @@ class Client:
             idle_timeout: stop after this many seconds without one.
         """
         streams = [self.detections_stream(c) for c in cameras or ()]
-        pattern = f"{self.prefix}:detections:*" if cameras is None else None
+        pattern = detections_pattern(self.prefix) if cameras is None else None
         convert = self._typed(FrameDetections, "detections")
         return self._subscribe(
             streams,
@@ -169,7 +170,7 @@ class Client:
         streams = [self.detections_stream(c) for c in cameras or ()]
         if alerts:
             streams.append(self.alerts_stream)
-        pattern = f"{self.prefix}:detections:*" if cameras is None else None
+        pattern = detections_pattern(self.prefix) if cameras is None else None
         if not streams and pattern is None:
             raise ValueError("nothing to read: give cameras, or alerts=True")
         frames = self._typed(FrameDetections, "detections")
@@ -205,7 +206,7 @@ class Client:
         streams = [self.detections_stream(c) for c in cameras]
         if alerts:
             streams.append(self.alerts_stream)
-        pattern = f"{self.prefix}:detections:*" if all_cameras else None
+        pattern = detections_pattern(self.prefix) if all_cameras else None
 
         def raw(entry: Entry, message: dict[str, Any] | None) -> Entry:
             if self._validator is not None:

@@ -28,6 +28,9 @@ __all__ = [
 
 Box = tuple[float, float, float, float]
 
+# The ``schema_version`` of the alert messages this client reads and writes.
+ALERT_SCHEMA_VERSION = 1
+
 
 class ClientError(Exception):
     """The client cannot go on (Redis away for longer than allowed, a missing extra)."""
@@ -233,19 +236,25 @@ class FrameDetections:
 class Alert:
     """One alert (an alert message; ``streamseg.types.Event`` on the service's side).
 
+    Its fields are the message's (``alert.schema.json``) and ``Event``'s,
+    by the same names, plus where it was read (``stream``, ``id``);
+    ``tests/client/test_client_alert_schema.py`` holds them together.
+
     Attributes:
         rule: the rule's name in pipeline.yaml; ``kind`` what happened: one of
             ``streamseg.config.alerts.ALERT_KINDS`` (``enter``, ``exit``,
             ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``,
             ``on_region``, ``off_region``, ``coverage``, ``coverage_end``; the
             table in docs/events.md).
-        camera: camera id (``camera_id`` in the JSON); ``frame_seq`` the frame.
+        camera_id: camera id (``camera`` is the same, as in ``FrameDetections``);
+            ``frame_seq`` the frame.
         time: capture wall time of that frame, unix seconds; ``pts`` its stream time.
         track_id / label / label_name / box / score: the object, when one caused it.
         zone / line: what the rule watches (one of them).
         count: occupancy (crowding) or running crossing count (lines), else ``None``.
         extra: rule-specific details (e.g. ``dwell_seconds``).
-        rle: the object's mask as COCO RLE, or ``None``.
+        mask_rle: the object's mask as COCO RLE, or ``None`` (``rle`` is the same,
+            as in ``Instance``).
         snapshot: path of the snapshot file the service's console writes
             (on the service's machine, a moment after the alert), or ``None``.
         traceparent / stream / id: as in ``FrameDetections``.
@@ -253,7 +262,7 @@ class Alert:
 
     rule: str
     kind: str
-    camera: str
+    camera_id: str
     time: float
     frame_seq: int
     track_id: int | None = None
@@ -264,7 +273,7 @@ class Alert:
     pts: float | None = None
     box: Box | None = None
     score: float | None = None
-    rle: Mapping[str, Any] | None = None
+    mask_rle: Mapping[str, Any] | None = None
     count: int | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     snapshot: str | None = None
@@ -272,9 +281,30 @@ class Alert:
     stream: str = ""
     id: str = ""
 
+    @property
+    def camera(self) -> str:
+        """``camera_id`` (the name ``FrameDetections`` uses, so both kinds read alike)."""
+        return self.camera_id
+
+    @property
+    def rle(self) -> Mapping[str, Any] | None:
+        """``mask_rle`` (the name ``Instance`` uses)."""
+        return self.mask_rle
+
     def mask(self) -> np.ndarray | None:
         """The object's mask as a ``(H, W)`` bool array (decoded now), or ``None``."""
-        return None if self.rle is None else decode_rle(self.rle)
+        return None if self.mask_rle is None else decode_rle(self.mask_rle)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The alert as it is written in an alert message (``alert.schema.json``)."""
+        out: dict[str, Any] = {"schema_version": ALERT_SCHEMA_VERSION, "type": "alert"}
+        for field in dataclasses.fields(self):
+            if field.name not in ("stream", "id"):
+                out[field.name] = getattr(self, field.name)
+        out["box"] = None if self.box is None else list(self.box)
+        out["mask_rle"] = None if self.mask_rle is None else dict(self.mask_rle)
+        out["extra"] = dict(self.extra)
+        return out
 
     @classmethod
     def from_message(cls, msg: Mapping[str, Any], *, stream: str = "", id: str = "") -> Alert:
@@ -285,7 +315,7 @@ class Alert:
             return cls(
                 rule=str(msg["rule"]),
                 kind=str(msg["kind"]),
-                camera=str(msg["camera_id"]),
+                camera_id=str(msg["camera_id"]),
                 time=float(msg["time"]),
                 frame_seq=int(msg["frame_seq"]),
                 track_id=_opt_int(msg.get("track_id")),
@@ -296,7 +326,7 @@ class Alert:
                 pts=_opt_float(msg.get("pts")),
                 box=None if msg.get("box") is None else _box(msg["box"]),
                 score=_opt_float(msg.get("score")),
-                rle=msg.get("mask_rle"),
+                mask_rle=msg.get("mask_rle"),
                 count=_opt_int(msg.get("count")),
                 extra=dict(msg.get("extra") or {}),
                 snapshot=msg.get("snapshot"),

@@ -45,7 +45,16 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from streamseg.config.base import StrictModel
-from streamseg.geometry import ANCHORS, Anchor
+from streamseg.geometry import (
+    ANCHORS,
+    Anchor,
+    Coordinates,
+    Point,
+    Shapes,
+    polygon_area,
+    self_crossing,
+    to_pixels,
+)
 
 __all__ = [
     "ALERT_KINDS",
@@ -65,8 +74,6 @@ __all__ = [
     "ZoneRule",
 ]
 
-Coordinates = Literal["pixels", "normalized"]
-Point = tuple[float, float]
 ZoneKind = Literal["enter", "exit"]
 LineKind = Literal["line_in", "line_out"]
 CrowdKind = Literal["crowding", "crowding_end"]
@@ -92,9 +99,9 @@ class ZoneConfig(StrictModel):
     @classmethod
     def _check_polygon(cls, value: list[Point]) -> list[Point]:
         _check_finite(value)
-        if _polygon_area(value) <= 1e-12:
+        if polygon_area(value) <= 1e-12:
             raise ValueError("the polygon has no area (are its points on one line?)")
-        crossing = _self_crossing(value)
+        crossing = self_crossing(value)
         if crossing is not None:
             i, j = crossing
             raise ValueError(
@@ -405,10 +412,10 @@ class CameraAlerts(StrictModel):
     def _check_references(self) -> CameraAlerts:
         problems: list[str] = []
         for name, zone in self.zones.items():
-            if (zone.coordinates or self.coordinates) == "normalized":
+            if self.coordinates_of(zone) == "normalized":
                 problems += _outside_unit(f"zone {name!r}", zone.polygon)
         for name, line in self.lines.items():
-            if (line.coordinates or self.coordinates) == "normalized":
+            if self.coordinates_of(line) == "normalized":
                 problems += _outside_unit(f"line {name!r}", list(line.points))
         seen: set[str] = set()
         for i, rule in enumerate(self.rules):
@@ -424,6 +431,25 @@ class CameraAlerts(StrictModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def coordinates_of(self, shape: ZoneConfig | LineConfig) -> Coordinates:
+        """How a zone's or line's points are written: its own ``coordinates``, else the
+        camera's."""
+        return shape.coordinates or self.coordinates
+
+    def shapes(self, size: tuple[int, int], *, scale: float = 1.0) -> Shapes:
+        """The zones and lines in pixels of a frame of ``size`` ``(H, W)``; with
+        ``scale``, of an image of ``size`` showing the frame scaled down by it
+        (``streamseg.geometry.to_pixels``)."""
+        zones = {
+            name: to_pixels(z.polygon, self.coordinates_of(z), size, scale=scale)
+            for name, z in self.zones.items()
+        }
+        lines = {}
+        for name, line in self.lines.items():
+            p, q = to_pixels(line.points, self.coordinates_of(line), size, scale=scale)
+            lines[name] = (p, q)
+        return Shapes(zones=zones, lines=lines)
 
 
 class AlertsConfig(StrictModel):
@@ -450,43 +476,3 @@ def _outside_unit(what: str, points: list[Point]) -> list[str]:
         f"{what} uses normalized coordinates but has points outside [0, 1] "
         f"(e.g. {list(bad[0])}); use `coordinates: pixels` for pixel values"
     ]
-
-
-def _polygon_area(points: list[Point]) -> float:
-    s = 0.0
-    for (x1, y1), (x2, y2) in zip(points, points[1:] + points[:1], strict=True):
-        s += x1 * y2 - x2 * y1
-    return abs(s) / 2
-
-
-def _self_crossing(points: list[Point]) -> tuple[int, int] | None:
-    """The first pair of non-adjacent edges that intersect, else ``None``."""
-    n = len(points)
-    edges = [(points[i], points[(i + 1) % n]) for i in range(n)]
-    for i in range(n):
-        for j in range(i + 1, n):
-            if j == i + 1 or (i == 0 and j == n - 1):
-                continue
-            if _segments_touch(*edges[i], *edges[j]):
-                return i, j
-    return None
-
-
-def _segments_touch(a: Point, b: Point, c: Point, d: Point) -> bool:
-    def orient(p: Point, q: Point, r: Point) -> float:
-        return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
-
-    def on(p: Point, q: Point, r: Point) -> bool:
-        return min(p[0], q[0]) <= r[0] <= max(p[0], q[0]) and min(p[1], q[1]) <= r[1] <= max(
-            p[1], q[1]
-        )
-
-    o1, o2, o3, o4 = orient(a, b, c), orient(a, b, d), orient(c, d, a), orient(c, d, b)
-    if ((o1 > 0 > o2) or (o1 < 0 < o2)) and ((o3 > 0 > o4) or (o3 < 0 < o4)):
-        return True
-    return (
-        (o1 == 0 and on(a, b, c))
-        or (o2 == 0 and on(a, b, d))
-        or (o3 == 0 and on(c, d, a))
-        or (o4 == 0 and on(c, d, b))
-    )

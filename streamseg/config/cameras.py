@@ -11,6 +11,9 @@ from streamseg.config.base import StrictModel
 from streamseg.config.choices import check_choice, literal_of
 from streamseg.ingest.spec import DECODERS
 
+if TYPE_CHECKING:
+    from streamseg.ingest.policy import ReconnectPolicy
+
 __all__ = ["CameraConfig", "ReconnectConfig", "check_camera_url"]
 
 # The decoders' names (a JSON-schema enum), from ingest's one list.
@@ -45,6 +48,15 @@ class ReconnectConfig(StrictModel):
                 f"({self.initial_backoff})"
             )
         return self
+
+    def policy(self) -> ReconnectPolicy:
+        """The backoff as ingest runs it (``serve``'s sources and ``streamseg record``
+        alike; a jitter of 1 is just under it there)."""
+        from streamseg.ingest.policy import ReconnectPolicy
+
+        return ReconnectPolicy(
+            initial=self.initial_backoff, max_delay=self.max_backoff, jitter=min(self.jitter, 0.99)
+        )
 
 
 class CameraConfig(StrictModel):

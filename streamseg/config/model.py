@@ -24,6 +24,7 @@ from streamseg.models import (
     task_problem,
 )
 from streamseg.segment.backends import BACKENDS
+from streamseg.streams import control_stream
 
 if TYPE_CHECKING:
     from streamseg.models.weights import WeightsEntry
@@ -110,7 +111,8 @@ class ModelConfig(ModelSource):
 
     missing_weights: Literal["error", "random"] = "error"
     hot_swap: bool = Field(
-        default=True, description="load new weights on request (Redis <prefix>:control)"
+        default=True,
+        description=f"load new weights on request (Redis {control_stream('<prefix>')})",
     )
     watch_weights: bool = Field(
         default=False, description="reload when the weights file changes on disk"

@@ -30,12 +30,15 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, Discriminator, Field, SecretStr, Tag, field_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 from streamseg.config.base import StrictModel
-from streamseg.config.redis import RedisConfig, RedisTLSConfig
+from streamseg.config.connection import ServerConnection, UrlForm
+from streamseg.config.redis import RedisConfig
+from streamseg.streams import availability_topic, state_topic
 
 __all__ = [
+    "MQTT_URL",
     "PRIMARY_SINK",
     "SINK_TYPES",
     "MQTTSinkConfig",
@@ -84,7 +87,16 @@ class MQTTSnapshotConfig(StrictModel):
     retain: bool = Field(default=True, description="the broker keeps each camera's latest")
 
 
-class MQTTSinkConfig(SinkEntry):
+MQTT_URL = UrlForm(
+    name="mqtt",
+    schemes=("mqtt", "mqtts"),
+    tls_scheme="mqtts",
+    example="mqtt://127.0.0.1:1883",
+    credentials=False,
+)
+
+
+class MQTTSinkConfig(ServerConnection, SinkEntry):
     """An MQTT broker (Home Assistant, Frigate, Node-RED, ...): the same JSON as Redis.
 
     Topics: ``<topic_prefix>/<camera>/detections`` and ``<topic_prefix>/alerts``;
@@ -93,14 +105,14 @@ class MQTTSinkConfig(SinkEntry):
     class, health); optionally alert snapshots (docs/events.md, "MQTT").
     ``mqtts://`` (or ``tls.enabled``) turns TLS on; ``tls`` takes the same PEM
     files as Redis's. ``username``/``password`` are usually ``${MQTT_USERNAME}``
-    and ``${MQTT_PASSWORD}``.
+    and ``${MQTT_PASSWORD}``. Connection, TLS and delivery fields:
+    ``ServerConnection``.
     """
+
+    url_form = MQTT_URL
 
     type: Literal["mqtt"]
     url: str = "mqtt://127.0.0.1:1883"
-    username: str | None = None
-    password: SecretStr | None = None
-    tls: RedisTLSConfig = RedisTLSConfig()
     client_id: str | None = Field(
         default=None, description="MQTT client id (default: streamseg-<sink name>-<pid>)"
     )
@@ -111,48 +123,23 @@ class MQTTSinkConfig(SinkEntry):
     buffer_max_messages: int = Field(
         default=10_000, ge=1, description="messages kept while the broker is away"
     )
-    max_batch: int = Field(default=256, ge=1, description="messages per write")
-    reconnect_initial: float = Field(default=0.2, gt=0, le=60)
-    reconnect_max: float = Field(default=10.0, gt=0, le=600)
     socket_timeout: float = Field(
         default=5.0, gt=0, le=600, description="seconds to wait for CONNACK and PUBACKs"
     )
     availability: bool = Field(
         default=True,
-        description="retained <topic_prefix>/available: online, or offline (last will) once "
-        "serve stops or dies",
+        description=f"retained {availability_topic('<topic_prefix>')}: online, or offline "
+        "(last will) once serve stops or dies",
     )
     state: bool = Field(
         default=True,
-        description="retained <topic_prefix>/<camera>/state: objects by class and health",
+        description=f"retained {state_topic('<topic_prefix>', '<camera>')}: objects by class "
+        "and health",
     )
     state_interval: float = Field(
         default=1.0, gt=0, le=3600, description="least seconds between two states of a camera"
     )
     snapshots: MQTTSnapshotConfig = MQTTSnapshotConfig()
-
-    @field_validator("url")
-    @classmethod
-    def _check_url(cls, value: str) -> str:
-        try:
-            parts = urllib.parse.urlsplit(value)
-            parts.port  # noqa: B018 - raises on a bad port
-        except ValueError as exc:
-            raise ValueError(f"malformed mqtt url ({exc})") from None
-        if parts.scheme not in ("mqtt", "mqtts"):
-            raise ValueError(
-                "mqtt url must start with mqtt:// or mqtts:// (TLS), e.g. mqtt://127.0.0.1:1883"
-            )
-        if not parts.hostname:
-            raise ValueError("mqtt url has no host (e.g. mqtt://127.0.0.1:1883)")
-        if parts.username or parts.password:
-            raise ValueError("put MQTT credentials in username/password (${ENV}), not in the url")
-        return value
-
-    @field_validator("username", "password", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: object) -> object:
-        return None if value == "" else value
 
     @field_validator("topic_prefix")
     @classmethod
@@ -163,10 +150,6 @@ class MQTTSinkConfig(SinkEntry):
                 "(no '+', '#' or empty levels), e.g. streamseg or site1/streamseg"
             )
         return value.strip("/") or "streamseg"
-
-    @property
-    def use_tls(self) -> bool:
-        return self.tls.enabled or self.url.startswith("mqtts://")
 
     @property
     def host_port(self) -> tuple[str, int]:

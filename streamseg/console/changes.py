@@ -339,12 +339,12 @@ def _off_frame(
         return []
     h, w = size
     issues = []
-    shapes: list[tuple[str, str, Sequence[tuple[float, float]], str | None]] = []
-    shapes += [("zones", n, z.polygon, z.coordinates) for n, z in section.zones.items()]
-    shapes += [("lines", n, list(ln.points), ln.coordinates) for n, ln in section.lines.items()]
-    for kind, name, points, coords in shapes:
-        if (coords or section.coordinates) != "pixels":
-            continue
+    # Normalised points lie in [0, 1] (the config checks it): in pixels they are inside.
+    resolved = section.shapes(size)
+    shapes: list[tuple[str, str, Sequence[tuple[float, float]]]] = []
+    shapes += [("zones", n, pts) for n, pts in resolved.zones.items()]
+    shapes += [("lines", n, pts) for n, pts in resolved.lines.items()]
+    for kind, name, points in shapes:
         for i, (x, y) in enumerate(points):
             if not (0 <= x <= w and 0 <= y <= h):
                 field = "polygon" if kind == "zones" else "points"

@@ -282,18 +282,11 @@ def _shapes(
     info: OverlayInfo, size: tuple[int, int]
 ) -> list[tuple[str, str, list[tuple[float, float]]]]:
     """``(name, "zone" | "line", points in drawn pixels)`` of the camera's geometry."""
-    alerts = info.alerts
-    if alerts is None:
+    if info.alerts is None:
         return []
-    h, w = size
-    s = info.scale
-    out = []
-    for name, zone in alerts.zones.items():
-        coords = zone.coordinates or alerts.coordinates
-        out.append((name, "zone", _pixels(zone.polygon, coords, w, h, s)))
-    for name, line in alerts.lines.items():
-        coords = line.coordinates or alerts.coordinates
-        out.append((name, "line", _pixels(list(line.points), coords, w, h, s)))
+    shapes = info.alerts.shapes(size, scale=info.scale)
+    out = [(name, "zone", pts) for name, pts in shapes.zones.items()]
+    out += [(name, "line", list(pts)) for name, pts in shapes.lines.items()]
     return out
 
 
@@ -341,15 +334,6 @@ def _object_labels(
         else:
             out.append((f"{name} {score:.2f}", spots, (60, 60, 60), UNTRACKED))
     return out
-
-
-def _pixels(
-    points: Sequence[tuple[float, float]], coordinates: str, w: int, h: int, scale: float
-) -> list[tuple[float, float]]:
-    """Points in drawn pixels (``w`` x ``h`` drawn; frame pixels divided by ``scale``)."""
-    if coordinates == "normalized":
-        return [(x * w, y * h) for x, y in points]
-    return [(x / scale, y / scale) for x, y in points]
 
 
 @functools.cache

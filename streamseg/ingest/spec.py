@@ -26,7 +26,6 @@ Parsing does no I/O; ``check_exists`` looks for files and devices.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import re
 import urllib.parse
@@ -34,6 +33,7 @@ from pathlib import Path
 
 from streamseg.errors import StartupError
 from streamseg.redact import redact_url
+from streamseg.registry import load
 
 __all__ = [
     "DECODERS",
@@ -164,8 +164,7 @@ def parse_source_url(url: str, *, camera_id: str | None = "?") -> SourceSpec:
     url = url.strip()
     scheme = url_scheme(url)
     if scheme in SCHEMES:
-        module, func = SCHEMES[scheme].parser.split(":")
-        spec: SourceSpec = getattr(importlib.import_module(module), func)(url, camera_id)
+        spec: SourceSpec = load(SCHEMES[scheme].parser)(url, camera_id)
         return spec
     if scheme:
         raise SourceError(

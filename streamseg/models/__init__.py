@@ -32,9 +32,10 @@ Adding an architecture: a builder function in its own file, plus one line in
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from streamseg.registry import load
 
 if TYPE_CHECKING:
     import torch
@@ -212,7 +213,5 @@ def precision_dtype(precision: str) -> torch.dtype:
 
 def build_model(arch: str, **options: Any) -> nn.Module:
     """Build the model named ``arch`` (untrained unless ``weights=`` is given)."""
-    module_name, func_name = _arch(arch).builder.split(":")
-    builder = getattr(importlib.import_module(module_name), func_name)
-    model: nn.Module = builder(**options)
+    model: nn.Module = load(_arch(arch).builder)(**options)
     return model

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from streamseg.models import ARCHITECTURES, TASKS, task_problem
+from streamseg.registry import load
 
 __all__ = [
     "CACHE_ENV",
@@ -122,10 +123,7 @@ class WeightsEntry:
 
 def _table(where: str) -> tuple[str, ...]:
     """The tuple of names at ``"module:attribute"`` (imported now)."""
-    import importlib
-
-    module, attr = where.split(":")
-    names: tuple[str, ...] = getattr(importlib.import_module(module), attr)
+    names: tuple[str, ...] = load(where)
     return names
 
 

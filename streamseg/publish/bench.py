@@ -36,6 +36,7 @@ from streamseg.publish.connect import redis_client
 from streamseg.publish.encode import dumps
 from streamseg.publish.redis_streams import build_sink
 from streamseg.publish.sink import Message
+from streamseg.streams import detections_stream
 
 __all__ = ["bench_encode", "bench_sink", "main", "sample_message"]
 
@@ -104,7 +105,7 @@ def bench_sink(url: str, objects: int, messages: int, max_batch: int = 256) -> d
     """``RedisStreamsSink`` throughput: ``messages`` pre-encoded messages to ``url``."""
     cfg = RedisConfig(url=url, stream_prefix="bench", maxlen=10_000, max_batch=max_batch,
                       buffer_max_messages=messages + 1)  # fmt: skip
-    redis_client(cfg).delete("bench:detections:cam0")
+    redis_client(cfg).delete(detections_stream(cfg.stream_prefix, "cam0"))
     data = [dumps(sample_message(objects, i)) for i in range(100)]
     batch = [Message("detections", "cam0", data[i % len(data)]) for i in range(messages)]
     sink = build_sink(cfg, name="bench")

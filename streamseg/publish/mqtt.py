@@ -36,8 +36,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamseg.config.sinks import MQTTSinkConfig
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
 from streamseg.publish.sink import BufferedSink, Message
+from streamseg.streams import availability_topic, mqtt_topic, state_topic
 
 __all__ = ["MQTTSink", "build_sink"]
 
@@ -49,7 +51,7 @@ class MQTTSink(BufferedSink):
 
     Args:
         config: the ``sinks:`` entry (broker, TLS, credentials, topics, QoS).
-        **options: ``BufferedSink``'s (name, buffer_max, max_batch, backoff, secrets).
+        **options: ``BufferedSink``'s (name, delivery, secrets).
     """
 
     type = "mqtt"
@@ -74,7 +76,7 @@ class MQTTSink(BufferedSink):
 
     @property
     def availability_topic(self) -> str:
-        return f"{self.config.topic_prefix}/available"
+        return availability_topic(self.config.topic_prefix)
 
     def attach_health(self, health: Callable[[], Health], *, count_untracked: bool) -> None:
         """Where the cameras' health comes from: ``{camera: {state, since, reconnects,
@@ -117,11 +119,7 @@ class MQTTSink(BufferedSink):
         key = (message.kind, message.camera)
         topic = self._topics.get(key)
         if topic is None:
-            prefix = self.config.topic_prefix
-            if message.kind == "alert":
-                topic = f"{prefix}/alerts"
-            else:
-                topic = f"{prefix}/{message.camera}/{message.kind}"
+            topic = mqtt_topic(self.config.topic_prefix, message.kind, message.camera)
             self._topics[key] = topic
         return topic
 
@@ -201,7 +199,7 @@ class MQTTSink(BufferedSink):
         health = self._health() if self._health is not None else None
         prefix = self.config.topic_prefix
         for camera, payload in self._states.due(health):
-            self._publish_now(f"{prefix}/{camera}/state", payload, retain=True)
+            self._publish_now(state_topic(prefix, camera), payload, retain=True)
 
     def _publish_now(self, topic: str, payload: bytes, *, retain: bool) -> None:
         """One message outside the buffer, waited for (raises when the broker is away)."""
@@ -282,13 +280,4 @@ class MQTTSink(BufferedSink):
 
 def build_sink(cfg: MQTTSinkConfig, *, name: str = "mqtt") -> MQTTSink:
     """The sink of a ``sinks:`` entry of type ``mqtt``."""
-    secrets = [cfg.password.get_secret_value()] if cfg.password is not None else []
-    return MQTTSink(
-        config=cfg,
-        name=name,
-        buffer_max=cfg.buffer_max_messages,
-        max_batch=cfg.max_batch,
-        reconnect_initial=cfg.reconnect_initial,
-        reconnect_max=cfg.reconnect_max,
-        secrets=secrets,
-    )
+    return MQTTSink(config=cfg, name=name, delivery=DeliveryOptions.of(cfg), secrets=cfg.secrets())

@@ -22,7 +22,9 @@ from typing import Any
 
 from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.sink import BufferedSink, Message
+from streamseg.streams import alerts_stream, detections_stream
 
 __all__ = ["RedisStreamsSink", "build_sink"]
 
@@ -34,7 +36,7 @@ class RedisStreamsSink(BufferedSink):
         client_factory: returns a new redis-py client (no retries of its own).
         stream_prefix: streams are ``<prefix>:detections:<camera>`` and ``<prefix>:alerts``.
         maxlen / alerts_maxlen: approximate stream lengths kept by Redis.
-        **options: ``BufferedSink``'s (name, buffer_max, max_batch, backoff, secrets).
+        **options: ``BufferedSink``'s (name, delivery, secrets).
     """
 
     type = "redis"
@@ -61,8 +63,8 @@ class RedisStreamsSink(BufferedSink):
     def stream(self, message: Message) -> tuple[str, int]:
         """``(stream name, maxlen)`` of ``message``."""
         if message.kind == "alert":
-            return f"{self._prefix}:alerts", self._alerts_maxlen
-        return f"{self._prefix}:detections:{message.camera}", self._maxlen
+            return alerts_stream(self._prefix), self._alerts_maxlen
+        return detections_stream(self._prefix, message.camera), self._maxlen
 
     def destination(self, message: Message) -> str:
         return self.stream(message)[0]
@@ -125,16 +127,12 @@ def _resp_head(args: Sequence[str], more: int) -> bytes:
 
 def build_sink(cfg: RedisConfig, *, name: str = "redis") -> RedisStreamsSink:
     """The sink of a ``redis:`` section (or a ``sinks:`` entry of type ``redis``)."""
-    secrets = [cfg.password.get_secret_value()] if cfg.password is not None else []
     return RedisStreamsSink(
         name=name,
         client_factory=lambda: redis_client(cfg),
         stream_prefix=cfg.stream_prefix,
         maxlen=cfg.maxlen,
         alerts_maxlen=cfg.alerts_maxlen,
-        buffer_max=cfg.buffer_max_messages,
-        max_batch=cfg.max_batch,
-        reconnect_initial=cfg.reconnect_initial,
-        reconnect_max=cfg.reconnect_max,
-        secrets=secrets,
+        delivery=DeliveryOptions.of(cfg),
+        secrets=cfg.secrets(),
     )

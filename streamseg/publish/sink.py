@@ -38,12 +38,12 @@ import collections
 import contextlib
 import dataclasses
 import logging
-import random
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.redact import redact_text
 from streamseg.types import Frame
 
@@ -131,10 +131,7 @@ class BufferedSink(abc.ABC):
 
     Args:
         name: the sink's name in logs, metrics and ``/readyz``.
-        buffer_max: messages kept while the destination is away.
-        max_batch: messages per write (one round trip).
-        reconnect_initial / reconnect_max: backoff bounds, seconds.
-        jitter: random fraction (+-) applied to each backoff.
+        delivery: outage buffer, messages per write, reconnect backoff.
         secrets: strings (passwords) scrubbed from logged error messages.
 
     ``cpu_seconds`` counts the writer thread's CPU time spent sending.
@@ -147,18 +144,14 @@ class BufferedSink(abc.ABC):
         self,
         *,
         name: str,
-        buffer_max: int = 10_000,
-        max_batch: int = 256,
-        reconnect_initial: float = 0.2,
-        reconnect_max: float = 10.0,
-        jitter: float = 0.2,
+        delivery: DeliveryOptions | None = None,
         secrets: Sequence[str] = (),
     ) -> None:
         self.name = name
         self._buffer: collections.deque[Message] = collections.deque()
         self._inflight = 0
-        self._buffer_max, self._max_batch = buffer_max, max_batch
-        self._initial, self._max, self._jitter = reconnect_initial, reconnect_max, jitter
+        self.delivery = delivery = delivery or DeliveryOptions()
+        self._buffer_max, self._max_batch = delivery.buffer_max, delivery.max_batch
         self._secrets = tuple(secrets)
         self._listener: SinkListener | None = None
         self._tracer: SendTracer | None = None
@@ -407,8 +400,7 @@ class BufferedSink(abc.ABC):
         self._error(op, exc)
         was_up = self.connected or self._down_since is None
         self._failures += 1
-        delay = min(self._max, self._initial * 2 ** min(self._failures - 1, 30))
-        delay *= 1 + random.uniform(-self._jitter, self._jitter)
+        delay = self.delivery.backoff(self._failures)
         with self._cond:
             self.connected = False
             self._next_attempt = time.monotonic() + delay

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
@@ -10,6 +9,7 @@ from streamseg.config.pipeline import PipelineConfig
 from streamseg.config.sinks import PRIMARY_SINK, SINK_TYPES
 from streamseg.publish.sink import Sink
 from streamseg.redact import redact_url
+from streamseg.registry import load
 
 __all__ = ["build_sink", "build_sinks"]
 
@@ -18,8 +18,7 @@ log = logging.getLogger("streamseg.publish")
 
 def build_sink(type_: str, cfg: Any, *, name: str) -> Sink:
     """The sink of type ``type_`` (a ``SINK_TYPES`` key) for its config ``cfg``."""
-    module, function = SINK_TYPES[type_].build.split(":")
-    sink: Sink = getattr(importlib.import_module(module), function)(cfg, name=name)
+    sink: Sink = load(SINK_TYPES[type_].build)(cfg, name=name)
     return sink
 
 

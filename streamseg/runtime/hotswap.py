@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from streamseg.redact import redact_text
+from streamseg.streams import control_status_stream, control_stream
 
 __all__ = [
     "SWAP_SCHEMA_VERSION",
@@ -58,11 +59,11 @@ SWAP_SCHEMA_VERSION = 1
 
 
 def control_key(prefix: str) -> str:
-    return f"{prefix}:control"
+    return control_stream(prefix)
 
 
 def status_key(prefix: str) -> str:
-    return f"{prefix}:control:status"
+    return control_status_stream(prefix)
 
 
 class WeightsTarget(Protocol):

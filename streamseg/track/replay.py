@@ -1,10 +1,10 @@
 """Replay recorded detections through the tracker and alert rules, offline.
 
-Recorded detections are detections messages (``docs/events.md``): one JSON
-object per line in a file (as ``streamseg subscribe`` prints them, bare or
-with ``--envelope``), or the entries of ``<prefix>:detections:<camera>``
-streams in Redis. :func:`replay` turns each into a ``FrameResult`` (masks
-decoded from their COCO RLE when the rules need them), runs a
+Recorded detections are detections messages (``docs/events.md``), read by
+``streamseg.client.recording`` from a JSON-lines file or from the Redis
+detections streams, as ``(where, message)`` pairs. :func:`replay` turns
+each into a ``FrameResult`` (masks decoded from their COCO RLE when the
+rules need them), runs a
 ``TrackingStage`` built from a pipeline's ``tracking:`` and ``alerts:``
 sections, and yields the events.
 
@@ -17,27 +17,22 @@ rules replay too.
 
 from __future__ import annotations
 
-import heapq
-import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
 from streamseg.config.alerts import AlertsConfig
 from streamseg.config.tracking import TrackingConfig
+from streamseg.streams import RecordingError
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Event, Frame, FrameResult, Instances, Regions
 
 __all__ = [
     "RecordingError",
     "class_names_of",
-    "file_messages",
     "needs_masks",
-    "redis_cameras",
-    "redis_messages",
     "replay",
     "to_result",
 ]
@@ -46,97 +41,6 @@ log = logging.getLogger("streamseg.replay")
 
 _NO_IMAGE = torch.zeros((0, 0, 3), dtype=torch.uint8)
 Messages = Callable[[], Iterator[tuple[str, dict[str, Any]]]]
-
-
-class RecordingError(ValueError):
-    """A recording that cannot be read: the message names where and what."""
-
-
-# -- reading ------------------------------------------------------------------------------
-
-
-def file_messages(
-    path: str | Path, stream: TextIO | None = None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, message)`` for each detections message of a JSON-lines file.
-
-    Blank lines and messages of another ``type`` (alerts) are skipped; an
-    ``{"stream", "id", "message"}`` envelope is unwrapped. ``stream``: read
-    this open text stream instead (``-`` for stdin).
-    """
-    name = str(path)
-    try:
-        handle = stream if stream is not None else open(path, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise RecordingError(f"{name}: cannot read: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{name}:{number}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordingError(
-                    f"{where}: not JSON ({exc.msg}); expected one message per line"
-                ) from None
-            msg = _unwrap(obj, where)
-            if msg is not None:
-                yield where, msg
-
-
-def redis_messages(
-    client: Any, prefix: str, cameras: Sequence[str], *, chunk: int = 500
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, message)`` of ``<prefix>:detections:<camera>`` streams, by capture time."""
-    streams = [f"{prefix}:detections:{c}" for c in cameras]
-    parts = [_read_stream(client, s, chunk) for s in streams]
-    yield from heapq.merge(*parts, key=lambda item: float(item[1].get("capture_time") or 0.0))
-
-
-def redis_cameras(client: Any, prefix: str) -> list[str]:
-    """Camera ids that have a detections stream under ``prefix``."""
-    head = f"{prefix}:detections:"
-    keys = client.scan_iter(match=f"{head}*", _type="stream")
-    return sorted((k.decode() if isinstance(k, bytes) else str(k))[len(head) :] for k in keys)
-
-
-def _read_stream(client: Any, stream: str, chunk: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    start = "-"
-    while True:
-        entries = client.xrange(stream, min=start, max="+", count=chunk)
-        if not entries:
-            return
-        for entry_id, fields in entries:
-            eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            where = f"{stream} {eid}"
-            data = fields.get(b"data", fields.get("data"))
-            if data is None:
-                raise RecordingError(f"{where}: the entry has no `data` field")
-            try:
-                obj = json.loads(data)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise RecordingError(f"{where}: `data` is not JSON ({exc})") from None
-            msg = _unwrap(obj, where)
-            if msg is not None:
-                yield where, msg
-        start = "(" + eid
-
-
-def _unwrap(obj: Any, where: str) -> dict[str, Any] | None:
-    if isinstance(obj, dict) and "message" in obj and "stream" in obj:
-        obj = obj["message"]
-    if not isinstance(obj, dict):
-        raise RecordingError(f"{where}: expected a JSON object (a detections message)")
-    if obj.get("type") not in (None, "detections"):
-        return None
-    missing = [k for k in ("camera", "seq", "capture_time", "image", "instances") if k not in obj]
-    if missing:
-        raise RecordingError(
-            f"{where}: not a detections message: missing {', '.join(repr(m) for m in missing)} "
-            "(see docs/events.md)"
-        )
-    return obj
 
 
 # -- converting ---------------------------------------------------------------------------

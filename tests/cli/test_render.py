@@ -9,6 +9,7 @@ frames without detections unchanged (within H.264's loss), the zone drawn.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -254,12 +255,14 @@ def test_zone_counts_come_from_the_pipeline_rules(
     scene: SyntheticScene, clip: Path, detections: Path, tmp_path: Path
 ) -> None:
     """With --pipeline, each drawn frame's zone label counts the tracks inside the zone."""
-    from streamseg.cli.render import _from_file, _overlays, _rules_stage
+    from streamseg.cli.render import _camera_messages, _overlays, _rules_stage
+    from streamseg.client.recording import Recording
     from streamseg.config import load_pipeline
     from streamseg.track.replay import class_names_of
 
     config = load_pipeline(_pipeline(tmp_path / "pipeline.yaml", clip))
-    camera, messages = _from_file(str(detections), None)
+    args = argparse.Namespace(camera=None, input=str(detections))
+    camera, messages = _camera_messages(Recording.from_file(str(detections)), args)
     stage = _rules_stage(config, camera, class_names_of(messages.values()), "pipeline.yaml")
     assert stage is not None
     overlay_at = _overlays(messages, stage, camera)

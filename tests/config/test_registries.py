@@ -7,7 +7,6 @@ the registry does not have) fails here.
 from __future__ import annotations
 
 import argparse
-import importlib
 import typing
 from typing import Any
 
@@ -20,14 +19,10 @@ from streamseg.config.cameras import CameraConfig
 from streamseg.config.model import ModelConfig
 from streamseg.ingest.spec import SCHEMES, parse_source_url
 from streamseg.models import ARCHITECTURES, FAMILIES, PRECISIONS, archs_of
+from streamseg.registry import load
 from streamseg.segment.backends import BACKENDS
 from streamseg.track.rules.base import RuleBase
 from streamseg.train.config import SolverConfig
-
-
-def _load(target: str) -> Any:
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def _enum(model: type[pydantic.BaseModel], field: str) -> list[str]:
@@ -88,16 +83,16 @@ def test_cli_choices_are_the_registry(
 
 def test_every_architecture_builds_from_its_row() -> None:
     for name, arch in ARCHITECTURES.items():
-        assert callable(_load(arch.builder)), name
+        assert callable(load(arch.builder)), name
         assert arch.family in FAMILIES, name
     assert {a.family for a in ARCHITECTURES.values()} == set(FAMILIES)
 
 
 def test_every_backend_row_loads() -> None:
     for name, kind in BACKENDS.items():
-        assert callable(_load(kind.builder)), name
+        assert callable(load(kind.builder)), name
         if kind.problems is not None:
-            assert callable(_load(kind.problems)), name
+            assert callable(load(kind.problems)), name
 
 
 # One URL per scheme of the table; each must pass the config and parse to the row's kind.
@@ -116,7 +111,7 @@ def test_config_accepts_every_scheme_ingest_opens(scheme: str) -> None:
     url = _EXAMPLES[row.kind].replace("rtsp://", f"{scheme}://").format(scheme=scheme)
     assert CameraConfig(id="a", url=url).url == url
     assert parse_source_url(url).kind == row.kind
-    assert callable(_load(row.parser))
+    assert callable(load(row.parser))
 
 
 def test_config_refuses_a_scheme_ingest_does_not_open() -> None:
@@ -133,7 +128,7 @@ def test_rule_types_are_the_registry() -> None:
     members = typing.get_args(typing.get_args(union)[0])
     assert [m.model_fields["type"].annotation.__args__[0] for m in members] == list(RULE_KINDS)
     for name, kind in RULE_KINDS.items():
-        engine = _load(kind.engine)
+        engine = load(kind.engine)
         assert issubclass(engine, RuleBase), name
         assert "from_config" in vars(engine), f"{kind.engine} does not build from its config"
 

@@ -16,6 +16,7 @@ import pytest
 
 from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
+from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.redis_streams import RedisStreamsSink, build_sink
 from streamseg.publish.sink import Message
 from tests.support.servers import RedisServer
@@ -53,11 +54,17 @@ def message(i: int, camera: str = "a", kind: str = "detections") -> Message:
 
 
 def start(url: str, **kw) -> tuple[RedisStreamsSink, Recorder]:  # type: ignore[no-untyped-def]
-    kw.setdefault("reconnect_initial", 0.05)
-    kw.setdefault("reconnect_max", 0.2)
-    kw.setdefault("stream_prefix", "t")
+    """A sink writing to streams ``t:...``; ``kw``: ``maxlen`` or ``DeliveryOptions`` fields
+    (fast reconnects by default)."""
+    sink_kw = {k: kw.pop(k) for k in ("maxlen", "alerts_maxlen") if k in kw}
+    delivery = DeliveryOptions(**{"reconnect_initial": 0.05, "reconnect_max": 0.2, **kw})
     cfg = RedisConfig(url=url)
-    sink = RedisStreamsSink(client_factory=lambda: redis_client(cfg, socket_timeout=2), **kw)
+    sink = RedisStreamsSink(
+        client_factory=lambda: redis_client(cfg, socket_timeout=2),
+        stream_prefix="t",
+        delivery=delivery,
+        **sink_kw,
+    )
     rec = Recorder()
     sink.start(Listener(rec))
     wait_until(lambda: sink.connected or rec.errors != [], "first connection attempt")

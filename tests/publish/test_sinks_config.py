@@ -70,14 +70,12 @@ def test_two_sinks_of_one_name_are_refused(tmp_path: Path) -> None:
 
 def test_the_registry_is_the_only_list() -> None:
     """Each type's config model declares that type, and its builder makes that type of sink."""
-    import importlib
+    from streamseg.registry import load
 
     for type_, entry in SINK_TYPES.items():
         declared = typing.get_args(entry.config.model_fields["type"].annotation)
         assert declared == (type_,)
-        module, function = entry.build.split(":")
-        builder = getattr(importlib.import_module(module), function)
-        assert callable(builder)
+        assert callable(load(entry.build))
     from streamseg.publish.redis_streams import RedisStreamsSink
 
     assert issubclass(RedisStreamsSink, BufferedSink) and RedisStreamsSink.type == "redis"

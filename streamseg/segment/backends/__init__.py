@@ -22,10 +22,10 @@ here. Adding a backend: one file with its builder, plus one line here.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from streamseg.errors import StartupError
+from streamseg.registry import load
 
 if TYPE_CHECKING:
     import torch
@@ -86,17 +86,12 @@ def _kind(name: str) -> BackendKind:
     return BACKENDS[name]
 
 
-def _load(target: str) -> Any:
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
-
-
 def backend_problems(name: str, device: torch.device) -> list[str]:
     """Why backend ``name`` cannot run on ``device`` here (empty when it can)."""
     kind = _kind(name)
     if kind.problems is None:
         return []
-    problems: list[str] = _load(kind.problems)(device)
+    problems: list[str] = load(kind.problems)(device)
     return problems
 
 
@@ -115,7 +110,7 @@ def build_backend(
     ``options``: backend-specific settings: ``aot_package`` (``aot``),
     ``compiled_parts`` (``inductor``/``tensorrt``: dense-part paths, default all).
     """
-    backend: Backend = _load(_kind(name).builder)(
+    backend: Backend = load(_kind(name).builder)(
         model,
         arch=arch,
         device=device,

@@ -10,7 +10,6 @@ in pixels.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,7 +18,8 @@ import numpy as np
 
 from streamseg.config import alerts as cfg
 from streamseg.errors import StartupError
-from streamseg.geometry import Polygon, Segment
+from streamseg.geometry import Polygon, Segment, Shapes
+from streamseg.registry import load
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.membership import Membership
 from streamseg.track.rules.zones import ZoneState
@@ -70,6 +70,7 @@ class CameraRules:
             for i, rule in enumerate(config.rules)
         ]
         self.rules: list[RuleBase] = []
+        self._shapes = Shapes(zones={}, lines={})
         self._zones: dict[str, Polygon] = {}
         self._zone_states: dict[tuple[Any, ...], ZoneState] = {}
         self._size: tuple[int, int] | None = None
@@ -102,6 +103,7 @@ class CameraRules:
                 size,
             )
         self._size = size
+        self._shapes = self.config.shapes(size)
         self._zones = {}  # one per zone: rules share its per-frame depths
         self._zone_states = {}  # one per zone, test and filters: rules share inside states
         self.rules = [
@@ -109,16 +111,10 @@ class CameraRules:
             for rule, labels in zip(self.config.rules, self._labels, strict=True)
         ]
 
-    def _scale(self, coordinates: str | None, size: tuple[int, int]) -> np.ndarray:
-        if (coordinates or self.config.coordinates) == "normalized":
-            return np.array([size[1], size[0]], np.float64)
-        return np.ones(2)
-
     def _polygon(self, name: str, size: tuple[int, int]) -> Polygon:
         if name in self._zones:
             return self._zones[name]
-        zone = self.config.zones[name]
-        pts = np.asarray(zone.polygon, np.float64) * self._scale(zone.coordinates, size)
+        pts = np.asarray(self._shapes.zones[name], np.float64)
         h, w = size
         if pts[:, 0].min() >= w or pts[:, 1].min() >= h or pts.max() < 0:
             log.warning(
@@ -140,18 +136,16 @@ class CameraRules:
         context = RuleContext(
             common=common,
             polygon=lambda name: self._polygon(name, size),
-            line=lambda name: self._line(name, size),
+            line=self._line,
             zone_states=self._zone_states,
         )
         built: RuleBase = rule_class(rule).from_config(rule, context)
         return built
 
-    def _line(self, name: str, size: tuple[int, int]) -> tuple[Segment, int]:
+    def _line(self, name: str) -> tuple[Segment, int]:
         line = self.config.lines[name]
-        scale = self._scale(line.coordinates, size)
-        p, q = (np.asarray(pt, np.float64) * scale for pt in line.points)
-        segment = Segment((float(p[0]), float(p[1])), (float(q[0]), float(q[1])))
-        return segment, 1 if line.in_side == "right" else -1
+        p, q = self._shapes.lines[name]
+        return Segment(p, q), 1 if line.in_side == "right" else -1
 
 
 def rule_class_problems(
@@ -239,6 +233,5 @@ def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:
     if kind is None or not isinstance(rule, kind.config):
         known = ", ".join(cfg.RULE_KINDS)
         raise ValueError(f"rule {rule.name!r}: unknown rule type; known: {known}")
-    module, name = kind.engine.split(":")
-    cls: type[RuleBase] = getattr(importlib.import_module(module), name)
+    cls: type[RuleBase] = load(kind.engine)
     return cls

@@ -1,0 +1,45 @@
+"""``registry.load``: the one loader of the registries' ``"module:attribute"`` rows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from streamseg.config.alerts import RULE_KINDS
+from streamseg.ingest.spec import SCHEMES
+from streamseg.registry import load, split_target
+
+
+def test_load_imports_the_module_when_the_row_is_used() -> None:
+    """In a fresh interpreter: the table imports no plug-in; using its row does."""
+    code = (
+        "import sys\n"
+        "from streamseg.config.sinks import SINK_TYPES\n"
+        "from streamseg.registry import load\n"
+        "assert 'streamseg.publish.mqtt' not in sys.modules\n"
+        "assert callable(load(SINK_TYPES['mqtt'].build))\n"
+        "assert 'streamseg.publish.mqtt' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("bad", ["streamseg.registry", "streamseg.registry:", ":load", "a:b:c"])
+def test_a_malformed_row_says_what_a_row_is(bad: str) -> None:
+    with pytest.raises(ValueError, match="'module:attribute'"):
+        split_target(bad)
+
+
+def test_a_row_naming_nothing_fails_with_python_s_own_error() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        load("streamseg.no_such_module:x")
+    with pytest.raises(AttributeError, match="no_such_function"):
+        load("streamseg.registry:no_such_function")
+
+
+def test_every_scheme_and_rule_row_loads() -> None:
+    for name, scheme in SCHEMES.items():
+        assert callable(load(scheme.parser)), name
+    for name, kind in RULE_KINDS.items():
+        assert isinstance(load(kind.engine), type), name
