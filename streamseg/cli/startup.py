@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streamseg.config.errors import ConfigIssue
+from streamseg.configbase.errors import ConfigIssue
 from streamseg.errors import StartupError
 from streamseg.ingest.spec import SourceError, parse_source_url
 from streamseg.segment.backends import backend_problems
 
 if TYPE_CHECKING:
-    from streamseg.config.cameras import CameraConfig
-    from streamseg.config.model import ModelConfig
     from streamseg.config.pipeline import PipelineConfig
     from streamseg.config.runtime import RuntimeConfig
+    from streamseg.ingest.config import CameraConfig
+    from streamseg.segment.config import ModelConfig
 
 __all__ = ["environment_issues", "model_issues"]
 

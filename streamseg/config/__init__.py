@@ -9,8 +9,8 @@ from a section, never the whole config.
 
 from __future__ import annotations
 
-from streamseg.config.errors import ConfigError, ConfigIssue
 from streamseg.config.loader import load_pipeline
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.configbase.errors import ConfigError, ConfigIssue
 
 __all__ = ["ConfigError", "ConfigIssue", "PipelineConfig", "load_pipeline"]

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.base import StrictModel
-from streamseg.config.cameras import CameraConfig
-from streamseg.config.errors import ConfigIssue
-from streamseg.config.model import ModelConfig
-from streamseg.config.record import RecordConfig
-from streamseg.config.redis import RedisConfig
 from streamseg.config.runtime import RuntimeConfig
-from streamseg.config.sinks import SinkConfig, check_sink_names
-from streamseg.config.telemetry import HttpConfig, TelemetryConfig
-from streamseg.config.tracking import TrackingConfig
+from streamseg.configbase.base import StrictModel
+from streamseg.configbase.errors import ConfigIssue
+from streamseg.console.config import HttpConfig
+from streamseg.ingest.config import CameraConfig
+from streamseg.publish.redis_config import RedisConfig
+from streamseg.publish.sink_config import SinkConfig, check_sink_names
+from streamseg.record.config import RecordConfig
+from streamseg.segment.config import ModelConfig
+from streamseg.telemetry.config import TelemetryConfig
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 
 __all__ = ["PipelineConfig"]
 

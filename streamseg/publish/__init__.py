@@ -7,6 +7,6 @@
 * ``redis_streams.RedisStreamsSink``: pipelined XADD to Redis Streams;
 * ``mqtt.MQTTSink``: one topic per camera and one for alerts on an MQTT broker;
 * ``sinks.build_sinks``: the sinks of a pipeline.yaml (``redis:`` and ``sinks:``),
-  from the registry ``streamseg.config.sinks.SINK_TYPES``;
+  from the registry ``streamseg.publish.sink_config.SINK_TYPES``;
 * ``connect.redis_client``: the one Redis client factory (``redis:`` section).
 """

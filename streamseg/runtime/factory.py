@@ -266,7 +266,7 @@ def build_pipeline(
         segmenter=segmenter,
         tracker=build_tracker(config, class_names) if isinstance(tracker, str) else tracker,
         encoder=build_encoder(config, class_names),
-        sinks=build_sinks(config),
+        sinks=build_sinks(redis=config.redis, sinks=config.sinks),
         batch_size=m.batch_size,
         max_wait=m.max_wait_ms / 1000,
         camera_queue=rt.camera_queue,

@@ -9,7 +9,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.config import TrackingConfig
 
 __all__ = ["TrackTable"]
 

@@ -38,7 +38,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.duplicates import (
     Pairs,
     close_detections,

@@ -14,13 +14,13 @@ import pydantic
 import pytest
 
 from streamseg.cli import build_parser
-from streamseg.config.alerts import RULE_KINDS, CameraAlerts
-from streamseg.config.cameras import CameraConfig
-from streamseg.config.model import ModelConfig
+from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import SCHEMES, parse_source_url
 from streamseg.models import ARCHITECTURES, FAMILIES, PRECISIONS, archs_of
 from streamseg.registry import load
 from streamseg.segment.backends import BACKENDS
+from streamseg.segment.config import ModelConfig
+from streamseg.track.alerts import RULE_KINDS, CameraAlerts
 from streamseg.track.rules.base import RuleBase
 from streamseg.train.config import SolverConfig
 
@@ -139,7 +139,7 @@ def test_an_unknown_rule_type_is_refused() -> None:
 
 
 def test_camera_decode_is_the_decoder_list() -> None:
-    from streamseg.config.cameras import CameraConfig
+    from streamseg.ingest.config import CameraConfig
     from streamseg.ingest.spec import DECODERS
 
     assert _enum(CameraConfig, "decode") == list(DECODERS)

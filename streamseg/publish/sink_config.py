@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
-from streamseg.config.base import StrictModel
-from streamseg.config.connection import ServerConnection, UrlForm
-from streamseg.config.redis import RedisConfig
+from streamseg.configbase.base import StrictModel
+from streamseg.publish.connection import ServerConnection, UrlForm
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.streams import availability_topic, state_topic
 
 __all__ = [
