@@ -15,7 +15,7 @@ unique ``name``; every message goes to every sink::
 :data:`SINK_TYPES` is the only list of sink types: the config models of
 ``sinks:`` entries (and their ``type`` values) and the builders the runtime
 calls come from it. A new type is one new file in
-``streamseg/publish/`` (a ``streamseg.publish.sink.BufferedSink`` subclass
+``streamseg/publish/`` (a ``streamseg.publish.buffered.BufferedSink`` subclass
 and its ``build_sink(config, name=...)``), its config model next to
 ``RedisSinkConfig`` below, and one line in ``SINK_TYPES``. The models live
 here rather than beside their sinks because config sits below publish in

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.publish.sink import BufferedSink
+from streamseg.publish.buffered import BufferedSink
 from streamseg.publish.sink_config import PRIMARY_SINK, SINK_TYPES
 from streamseg.publish.sinks import build_sinks
 
