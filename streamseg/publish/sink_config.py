@@ -18,8 +18,8 @@ calls come from it. A new type is one new file in
 ``streamseg/publish/`` (a ``streamseg.publish.buffered.BufferedSink`` subclass
 and its ``build_sink(config, name=...)``), its config model next to
 ``RedisSinkConfig`` below, and one line in ``SINK_TYPES``. The models live
-here rather than beside their sinks because config sits below publish in
-the layers (publish reads config; config never imports publish).
+in this module, not beside their sinks, so that validating a pipeline.yaml
+imports no sink's client library (redis-py, paho-mqtt).
 """
 
 from __future__ import annotations
