@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.geometry import to_pixels
+from streamseg.track.alerts import CameraAlerts
 
 SECTION = CameraAlerts(
     coordinates="normalized",

@@ -7,16 +7,16 @@ import sys
 
 import pytest
 
-from streamseg.config.alerts import RULE_KINDS
 from streamseg.ingest.spec import SCHEMES
 from streamseg.registry import load, split_target
+from streamseg.track.alerts import RULE_KINDS
 
 
 def test_load_imports_the_module_when_the_row_is_used() -> None:
     """In a fresh interpreter: the table imports no plug-in; using its row does."""
     code = (
         "import sys\n"
-        "from streamseg.config.sinks import SINK_TYPES\n"
+        "from streamseg.publish.sink_config import SINK_TYPES\n"
         "from streamseg.registry import load\n"
         "assert 'streamseg.publish.mqtt' not in sys.modules\n"
         "assert callable(load(SINK_TYPES['mqtt'].build))\n"

@@ -323,7 +323,7 @@ def _with_task(config, task: str):  # type: ignore[no-untyped-def]
     """``config`` with ``model.task`` from ``--task`` (checked as the file's would be)."""
     from pydantic import ValidationError
 
-    from streamseg.config.model import ModelConfig
+    from streamseg.segment.config import ModelConfig
 
     try:
         model = ModelConfig.model_validate({**config.model.model_dump(), "task": task})

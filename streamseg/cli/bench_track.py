@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.config.tracking import TrackingConfig
+    from streamseg.track.config import TrackingConfig
 
     size = _size(args.size)
     counts = _counts(args.cost_objects)

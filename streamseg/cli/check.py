@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 from streamseg.cli import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from streamseg.config.errors import ConfigError
     from streamseg.config.pipeline import PipelineConfig
+    from streamseg.configbase.errors import ConfigError
 
 __all__ = ["add_arguments", "run"]
 

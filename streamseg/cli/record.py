@@ -64,8 +64,8 @@ def _reconnect_options(cam: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.config.record import RecordConfig
     from streamseg.ingest.spec import SourceError
+    from streamseg.record.config import RecordConfig
     from streamseg.record.recorder import record_camera
     from streamseg.redact import redact_url
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_FAILURE, UsageError
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.redis import RedisConfig
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.streams import detections_stream
 
 if TYPE_CHECKING:

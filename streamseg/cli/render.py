@@ -199,7 +199,7 @@ def _rules_stage(
     """A tracking stage running the camera's rules on the recorded ids (for the counts)."""
     if config is None or camera not in config.alerts.cameras:
         return None
-    from streamseg.config.alerts import AlertsConfig
+    from streamseg.track.alerts import AlertsConfig
     from streamseg.track.stage import TrackingStage
 
     section = config.alerts.cameras[camera]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from streamseg.cli import EXIT_FAILURE, UsageError
 
 if TYPE_CHECKING:
-    from streamseg.config.model import ModelConfig
+    from streamseg.segment.config import ModelConfig
 
 __all__ = ["add_arguments", "run"]
 

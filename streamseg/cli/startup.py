@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streamseg.config.errors import ConfigIssue
+from streamseg.configbase.errors import ConfigIssue
 from streamseg.errors import StartupError
-from streamseg.ingest.spec import SourceError, parse_source_url
+from streamseg.ingest.spec import SourceError, decoder_problem, parse_source_url
 from streamseg.segment.backends import backend_problems
 
 if TYPE_CHECKING:
-    from streamseg.config.cameras import CameraConfig
-    from streamseg.config.model import ModelConfig
     from streamseg.config.pipeline import PipelineConfig
     from streamseg.config.runtime import RuntimeConfig
+    from streamseg.ingest.config import CameraConfig
+    from streamseg.segment.config import ModelConfig
 
 __all__ = ["environment_issues", "model_issues"]
 
@@ -97,17 +97,9 @@ def _camera_issues(cam: CameraConfig, index: int) -> list[ConfigIssue]:
             _check_scene(spec.target)
     except SourceError as exc:
         issues.append(ConfigIssue(str(exc), ("cameras", index, "url")))
-    if cam.decode == "dali":
-        from streamseg.ingest.dali import INSTALL_HINT, dali_available
-
-        if not dali_available():
-            issues.append(
-                ConfigIssue(
-                    "NVIDIA DALI is not installed",
-                    ("cameras", index, "decode"),
-                    hint=f"{INSTALL_HINT}; or set decode: pyav",
-                )
-            )
+    problem = decoder_problem(cam.decode)
+    if problem is not None:
+        issues.append(ConfigIssue(problem[0], ("cameras", index, "decode"), hint=problem[1]))
     return issues
 
 

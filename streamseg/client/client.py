@@ -31,8 +31,8 @@ from opentelemetry.trace import TracerProvider
 from streamseg.client.events import Alert, Entry, FrameDetections
 from streamseg.client.subscription import Backoff, Subscription, start_id
 from streamseg.client.validate import SchemaValidator
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.streams import alerts_stream, detections_pattern, detections_stream
 
 __all__ = ["Client"]

@@ -242,7 +242,7 @@ class Alert:
 
     Attributes:
         rule: the rule's name in pipeline.yaml; ``kind`` what happened: one of
-            ``streamseg.config.alerts.ALERT_KINDS`` (``enter``, ``exit``,
+            ``streamseg.track.alerts.ALERT_KINDS`` (``enter``, ``exit``,
             ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``,
             ``on_region``, ``off_region``, ``coverage``, ``coverage_end``; the
             table in docs/events.md).

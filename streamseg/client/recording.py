@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from streamseg.config.redis import RedisConfig
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.redact import redact_url
 from streamseg.streams import (
     RecordingError,

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import pydantic
 from pydantic_core import ErrorDetails
 
-from streamseg.config.errors import ConfigError, ConfigIssue, Loc
-from streamseg.config.model import ModelSource
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
+from streamseg.configbase.errors import ConfigError, ConfigIssue, Loc
+from streamseg.configbase.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
+from streamseg.segment.config import ModelSource
 
 __all__ = [
     "load_pipeline",

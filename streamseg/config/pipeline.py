@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.base import StrictModel
-from streamseg.config.cameras import CameraConfig
-from streamseg.config.errors import ConfigIssue
-from streamseg.config.model import ModelConfig
-from streamseg.config.record import RecordConfig
-from streamseg.config.redis import RedisConfig
 from streamseg.config.runtime import RuntimeConfig
-from streamseg.config.sinks import SinkConfig, check_sink_names
-from streamseg.config.telemetry import HttpConfig, TelemetryConfig
-from streamseg.config.tracking import TrackingConfig
+from streamseg.configbase.base import StrictModel
+from streamseg.configbase.errors import ConfigIssue
+from streamseg.console.config import HttpConfig
+from streamseg.ingest.config import CameraConfig
+from streamseg.ingest.spec import DECODERS
+from streamseg.publish.redis_config import RedisConfig
+from streamseg.publish.sink_config import SinkConfig, check_sink_names
+from streamseg.record.config import RecordConfig
+from streamseg.segment.config import ModelConfig
+from streamseg.telemetry.config import TelemetryConfig
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 
 __all__ = ["PipelineConfig"]
 
@@ -100,18 +102,19 @@ class PipelineConfig(StrictModel):
         ]
 
     def _model_process_issues(self) -> list[ConfigIssue]:
-        """``runtime.model_process`` takes frames from CPU memory; DALI leaves them on the GPU."""
+        """``runtime.model_process`` takes frames from CPU memory; a decoder that leaves them
+        on the device (DALI) cannot feed it."""
         if not self.runtime.model_process:
             return []
         return [
             ConfigIssue(
                 "the model's own process takes frames from CPU memory, but this camera "
-                "decodes with dali into GPU memory",
+                f"decodes with {cam.decode} into GPU memory",
                 loc=("cameras", i, "decode"),
                 hint="use decode: pyav for this camera, or set runtime.model_process: false",
             )
             for i, cam in enumerate(self.cameras)
-            if cam.decode == "dali"
+            if DECODERS[cam.decode].on_device
         ]
 
     def _class_issues(self) -> list[ConfigIssue]:

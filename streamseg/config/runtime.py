@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from streamseg.config.base import StrictModel
+from streamseg.configbase.base import StrictModel
 
 __all__ = ["RuntimeConfig", "usable_cpus"]
 

@@ -12,7 +12,7 @@ import re
 import zlib
 from collections.abc import Sequence
 
-from streamseg.config.cameras import CameraConfig
+from streamseg.ingest.config import CameraConfig
 
 __all__ = ["camera_shard", "parse_shard", "select_shard"]
 

@@ -24,11 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
-from streamseg.config.alerts import CameraAlerts
-from streamseg.config.errors import ConfigIssue
-from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.telemetry import HttpConfig
-from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
+from streamseg.configbase.errors import ConfigIssue
+from streamseg.console.config import HttpConfig
+from streamseg.console.editor import ChangeRefused, EditedPipeline, PipelineEditor, yaml_node
 from streamseg.console.web import (
     ConsoleBackend,
     camera_of,
@@ -37,6 +35,7 @@ from streamseg.console.web import (
     read_body,
 )
 from streamseg.redact import redact_url
+from streamseg.track.alerts import CameraAlerts
 
 __all__ = ["KINDS", "ChangeAPI"]
 
@@ -78,7 +77,7 @@ class ChangeAPI:
         def edit(tree: Any) -> None:
             tree.setdefault("cameras", yaml_node([])).append(yaml_node(body))
 
-        def commit(config: PipelineConfig) -> None:
+        def commit(config: EditedPipeline) -> None:
             self._run(lambda: self.backend.add_camera(config.camera(cid)))
 
         return await self._save(edit, commit, lambda c: _camera_json(c, cid), status=201)
@@ -96,7 +95,7 @@ class ChangeAPI:
             )
             cams[at] = yaml_node(body)
 
-        def commit(config: PipelineConfig) -> None:
+        def commit(config: EditedPipeline) -> None:
             self._run(lambda: self.backend.remove_camera(cid))
             self._run(lambda: self.backend.add_camera(config.camera(cid)))
 
@@ -114,7 +113,7 @@ class ChangeAPI:
             if isinstance(alerts, dict) and cid in alerts:
                 del alerts[cid]  # its zones and rules go with it
 
-        def commit(config: PipelineConfig) -> None:
+        def commit(config: EditedPipeline) -> None:
             self._run(lambda: self.backend.remove_camera(cid))
             self._run(lambda: self.backend.apply_alerts(config.alerts))
 
@@ -123,8 +122,8 @@ class ChangeAPI:
     async def _save(
         self,
         edit: Callable[[Any], None],
-        commit: Callable[[PipelineConfig], None],
-        reply: Callable[[PipelineConfig], Any],
+        commit: Callable[[EditedPipeline], None],
+        reply: Callable[[EditedPipeline], Any],
         status: int = 200,
     ) -> web.Response:
         if self.editor is None:
@@ -228,7 +227,7 @@ class ChangeAPI:
             if not section:
                 del cameras[cid]
 
-        def commit(config: PipelineConfig) -> None:
+        def commit(config: EditedPipeline) -> None:
             issues = _off_frame(cid, config.alerts.cameras.get(cid), size)
             if issues:
                 raise ChangeRefused(422, issues, "the change is not valid")
@@ -239,7 +238,7 @@ class ChangeAPI:
                 issue = ConfigIssue(str(exc), loc=tuple(field.split(".")) if field else ())
                 raise ChangeRefused(422, [issue], "the change cannot run") from None
 
-        def change() -> PipelineConfig:
+        def change() -> EditedPipeline:
             try:
                 return editor.change(tree_edit, commit=commit)
             except ChangeRefused:
@@ -278,7 +277,7 @@ class ChangeAPI:
         return kind
 
 
-def _camera_json(config: PipelineConfig, camera_id: str) -> dict[str, Any]:
+def _camera_json(config: EditedPipeline, camera_id: str) -> dict[str, Any]:
     cam = config.camera(camera_id)
     out = cam.model_dump(mode="json")
     out["url"] = redact_url(cam.url)

@@ -25,18 +25,18 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from streamseg.config.errors import ConfigError, ConfigIssue
-from streamseg.config.loader import validate_pipeline
-from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.yaml_tree import read_yaml
+from streamseg.configbase.errors import ConfigError, ConfigIssue
+from streamseg.configbase.yaml_tree import read_yaml
 from streamseg.console.roundtrip import dump, merge_edit, round_trip_yaml
+from streamseg.ingest.config import CameraConfig
+from streamseg.track.alerts import AlertsConfig
 
-__all__ = ["ChangeRefused", "PipelineEditor", "yaml_node"]
+__all__ = ["ChangeRefused", "EditedPipeline", "PipelineEditor", "Validate", "yaml_node"]
 
 log = logging.getLogger("streamseg.console")
 
@@ -65,22 +65,51 @@ class ChangeRefused(Exception):
 Edit = Callable[[CommentedMap], None]
 
 
+class EditedPipeline(Protocol):
+    """What the console reads of a validated pipeline file
+    (a ``streamseg.config.PipelineConfig``: the console sits below the config
+    package, which assembles every stage's section, so it names only these)."""
+
+    @property
+    def alerts(self) -> AlertsConfig: ...
+
+    def camera(self, camera_id: str) -> CameraConfig: ...
+
+
+class Validate(Protocol):
+    """Validates a pipeline file's ruamel tree as ``serve`` loads it (raises
+    ``ConfigError``); ``streamseg.config.loader.validate_pipeline``."""
+
+    def __call__(
+        self, tree: Any, path: str | Path, *, environ: Mapping[str, str] | None = None
+    ) -> EditedPipeline: ...
+
+
 class PipelineEditor:
     """Validated, comment-keeping edits of one pipeline.yaml.
 
     Args:
         path: the pipeline file ``serve`` was started with.
+        validate: the whole file's schema and reference checks (the same as
+            ``serve``'s, so errors name the same fields).
         environ: for ``${NAME}`` references (default ``os.environ``).
     """
 
-    def __init__(self, path: str | Path, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        validate: Validate,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.validate = validate
         self.environ = os.environ if environ is None else environ
         self._lock = threading.Lock()
 
     def change(
-        self, edit: Edit, *, commit: Callable[[PipelineConfig], None] | None = None
-    ) -> PipelineConfig:
+        self, edit: Edit, *, commit: Callable[[EditedPipeline], None] | None = None
+    ) -> EditedPipeline:
         """Apply ``edit`` to the file's tree, validate, ``commit``, save; the new config.
 
         ``edit`` raises ``ChangeRefused`` for a request that makes no sense
@@ -101,7 +130,7 @@ class PipelineEditor:
             tree = yaml.load(text)
             edit(tree)
             try:
-                config = validate_pipeline(tree, self.path, environ=self.environ)
+                config = self.validate(tree, self.path, environ=self.environ)
             except ConfigError as exc:
                 raise ChangeRefused(422, exc.issues, "the change is not valid") from None
             self._check_writable()

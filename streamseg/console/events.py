@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.console.overlay import OverlayInfo, render_jpeg
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Event, FrameResult
 
 __all__ = ["EventLog"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from streamseg.config.alerts import CameraAlerts
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Event, FrameResult, Instances
 
 if TYPE_CHECKING:

@@ -45,9 +45,9 @@ import numpy as np
 import torch
 from PIL import Image, ImageDraw, ImageFont
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.console.labels import PAD, Label, LabelLayout, Spot
 from streamseg.console.regions_layer import draw_legend, legend_rows, paint_regions
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Instances, MaskCrops, Regions
 
 __all__ = [

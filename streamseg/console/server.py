@@ -37,10 +37,9 @@ from typing import Any
 
 from aiohttp import web
 
-from streamseg.config.alerts import ALERT_KINDS, CameraAlerts
-from streamseg.config.telemetry import HttpConfig
 from streamseg.console.auth import token_middleware
 from streamseg.console.changes import ChangeAPI
+from streamseg.console.config import HttpConfig
 from streamseg.console.editor import PipelineEditor
 from streamseg.console.events import EventLog
 from streamseg.console.health import FIELDS as HEALTH_FIELDS
@@ -48,6 +47,7 @@ from streamseg.console.health import HealthHistory
 from streamseg.console.live import LiveFrame, LiveView
 from streamseg.console.overlay import OverlayInfo, render_image
 from streamseg.console.web import ConsoleBackend, camera_of, http_error, json_response
+from streamseg.track.alerts import ALERT_KINDS, CameraAlerts
 
 __all__ = ["Console", "ConsoleBackend"]
 

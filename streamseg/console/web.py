@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.cameras import CameraConfig
+from streamseg.ingest.config import CameraConfig
+from streamseg.track.alerts import AlertsConfig
 
 __all__ = ["ConsoleBackend", "camera_of", "http_error", "json_response", "read_body"]
 

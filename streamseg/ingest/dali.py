@@ -29,7 +29,7 @@ from streamseg.ingest.decoders import DecodeError
 from streamseg.ingest.packets import is_keyframe
 from streamseg.ingest.spec import SourceError
 
-__all__ = ["CPU_CODECS", "DaliDecoder", "dali_available", "require_dali"]
+__all__ = ["CPU_CODECS", "DaliDecoder", "dali_available", "dali_problem"]
 
 log = logging.getLogger("streamseg.ingest")
 
@@ -48,9 +48,10 @@ def dali_available() -> bool:
         return False
 
 
-def require_dali(camera_id: str) -> None:
-    if not dali_available():
-        raise SourceError(f"camera {camera_id!r}: {INSTALL_HINT}")
+def dali_problem() -> tuple[str, str] | None:
+    """The ``dali`` row's check (``streamseg.ingest.spec.DECODERS``): ``(problem, fix)``
+    when DALI is not installed, else ``None``."""
+    return None if dali_available() else ("NVIDIA DALI is not installed", INSTALL_HINT)
 
 
 class _DaliPicture:

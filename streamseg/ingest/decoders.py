@@ -15,8 +15,17 @@ import torch
 from torch import Tensor
 
 from streamseg.ingest.spec import DECODERS, SourceError
+from streamseg.registry import load
 
-__all__ = ["DECODERS", "DecodeError", "Decoder", "Picture", "PyAVDecoder", "make_decoder"]
+__all__ = [
+    "DECODERS",
+    "DecodeError",
+    "Decoder",
+    "Picture",
+    "PyAVDecoder",
+    "build_pyav",
+    "make_decoder",
+]
 
 
 class DecodeError(Exception):
@@ -93,16 +102,18 @@ class PyAVDecoder:
         """The codec context belongs to the stream; it is freed with the container."""
 
 
+def build_pyav(*, stream: Any, device: str = "cpu") -> Decoder:
+    """The ``pyav`` row of :data:`DECODERS`: decodes on the CPU, whatever ``device`` says."""
+    return PyAVDecoder(stream=stream)
+
+
 def make_decoder(kind: str, *, stream: Any, device: str = "cpu") -> Decoder:
-    """A decoder of ``kind`` (``pyav`` or ``dali``) for ``stream``.
+    """A decoder of ``kind`` (a :data:`DECODERS` key: ``pyav``, ``dali``) for ``stream``.
 
-    ``device`` is where the ``dali`` decoder leaves its frames (``cpu`` or
-    ``cuda[:N]``); ``pyav`` always decodes to the CPU.
+    ``device`` is where a decoder that leaves frames on a device (``dali``)
+    puts them (``cpu`` or ``cuda[:N]``); ``pyav`` always decodes to the CPU.
     """
-    if kind == "pyav":
-        return PyAVDecoder(stream=stream)
-    if kind == "dali":
-        from streamseg.ingest.dali import DaliDecoder
-
-        return DaliDecoder(stream=stream, device=device)
-    raise SourceError(f"unknown decode backend {kind!r}; use one of {', '.join(DECODERS)}")
+    if kind not in DECODERS:
+        raise SourceError(f"unknown decode backend {kind!r}; use one of {', '.join(DECODERS)}")
+    decoder: Decoder = load(DECODERS[kind].builder)(stream=stream, device=device)
+    return decoder

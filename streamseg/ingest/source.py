@@ -17,6 +17,7 @@ from streamseg.ingest.spec import (
     DECODERS,
     SourceError,
     SourceSpec,
+    decoder_problem,
     is_live_url,
     parse_source_url,
 )
@@ -167,10 +168,9 @@ def open_source(
         return SceneSource(
             camera_id=camera_id, spec=spec, live=live, max_fps=max_fps, tracker=tracker
         )
-    if decode == "dali":
-        from streamseg.ingest.dali import require_dali
-
-        require_dali(camera_id)
+    problem = decoder_problem(decode)
+    if problem is not None:
+        raise SourceError(f"camera {camera_id!r}: {problem[1]}")
     from streamseg.ingest.stream_source import StreamSource
 
     pace = spec.pace or realtime

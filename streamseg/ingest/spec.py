@@ -38,9 +38,11 @@ from streamseg.registry import load
 __all__ = [
     "DECODERS",
     "SCHEMES",
+    "DecoderKind",
     "Scheme",
     "SourceError",
     "SourceSpec",
+    "decoder_problem",
     "is_live_url",
     "parse_source_url",
     "url_scheme",
@@ -118,11 +120,53 @@ class Scheme:
     live: bool = True
 
 
+@dataclasses.dataclass(frozen=True)
+class DecoderKind:
+    """One decoder a camera's ``decode:`` may name.
+
+    Attributes:
+        builder: ``"module:function"`` taking ``(*, stream, device)`` (the
+            session's ``av.VideoStream``; where frames are left) and returning
+            a :class:`streamseg.ingest.decoders.Decoder`.
+        problem: ``"module:function"`` returning why the decoder cannot run
+            on this machine as ``(problem, fix)``, or ``None`` when it can
+            (``streamseg check`` reports it, opening the camera raises it);
+            ``None``: it runs everywhere.
+        on_device: it leaves frames in the memory of the model's device
+            (``model.device``), not in CPU memory: cameras that use it decode
+            there, and the model's own process (which takes frames from CPU
+            memory) cannot run with them.
+    """
+
+    builder: str
+    problem: str | None = None
+    on_device: bool = False
+
+
 _HERE = "streamseg.ingest.spec"
 
-# The decoders a camera's ``decode:`` may name (streamseg.ingest.decoders
-# builds them): PyAV on the CPU, NVIDIA DALI (NVDEC) on a GPU.
-DECODERS = ("pyav", "dali")
+# name -> decoder: the only list of decoders (``cameras[].decode``'s choices
+# come from it). PyAV on the CPU, NVIDIA DALI (NVDEC) on a GPU. Adding one:
+# its file, plus one row here.
+DECODERS: dict[str, DecoderKind] = {
+    "pyav": DecoderKind("streamseg.ingest.decoders:build_pyav"),
+    "dali": DecoderKind(
+        "streamseg.ingest.dali:DaliDecoder",
+        problem="streamseg.ingest.dali:dali_problem",
+        on_device=True,
+    ),
+}
+
+
+def decoder_problem(name: str) -> tuple[str, str] | None:
+    """Why decoder ``name`` (a :data:`DECODERS` key) cannot run here, as ``(problem, fix)``;
+    ``None`` when it can. Imports the decoder's module only when it has a check."""
+    check = DECODERS[name].problem
+    if check is None:
+        return None
+    problem: tuple[str, str] | None = load(check)()
+    return problem
+
 
 # scheme -> kind and parser. A URL without a scheme is a file path (or a
 # /dev/videoN device).

@@ -31,9 +31,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
 from streamseg.publish.encode import dumps
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.publish.sink import Message
 from streamseg.streams import detections_stream

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from streamseg.config.redis import RedisConfig
+from streamseg.publish.redis_config import RedisConfig
 
 if TYPE_CHECKING:
     import redis

@@ -35,7 +35,7 @@ class DeliveryOptions:
 
     @classmethod
     def of(cls, section: Any) -> DeliveryOptions:
-        """From a sink's config section (``streamseg.config.connection.ServerConnection``:
+        """From a sink's config section (``streamseg.publish.connection.ServerConnection``:
         ``buffer_max_messages``, ``max_batch``, ``reconnect_initial``, ``reconnect_max``)."""
         return cls(
             buffer_max=section.buffer_max_messages,

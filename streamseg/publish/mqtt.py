@@ -35,10 +35,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamseg.config.sinks import MQTTSinkConfig
+from streamseg.publish.buffered import BufferedSink
 from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
-from streamseg.publish.sink import BufferedSink, Message
+from streamseg.publish.sink import Message
+from streamseg.publish.sink_config import MQTTSinkConfig
 from streamseg.streams import availability_topic, mqtt_topic, state_topic
 
 __all__ = ["MQTTSink", "build_sink"]

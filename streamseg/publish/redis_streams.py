@@ -20,10 +20,11 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamseg.config.redis import RedisConfig
+from streamseg.publish.buffered import BufferedSink
 from streamseg.publish.connect import redis_client
 from streamseg.publish.delivery import DeliveryOptions
-from streamseg.publish.sink import BufferedSink, Message
+from streamseg.publish.redis_config import RedisConfig
+from streamseg.publish.sink import Message
 from streamseg.streams import alerts_stream, detections_stream
 
 __all__ = ["RedisStreamsSink", "build_sink"]

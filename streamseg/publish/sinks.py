@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from streamseg.config.pipeline import PipelineConfig
-from streamseg.config.sinks import PRIMARY_SINK, SINK_TYPES
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.sink import Sink
+from streamseg.publish.sink_config import PRIMARY_SINK, SINK_TYPES, SinkConfig
 from streamseg.redact import redact_url
 from streamseg.registry import load
 
@@ -22,13 +23,14 @@ def build_sink(type_: str, cfg: Any, *, name: str) -> Sink:
     return sink
 
 
-def build_sinks(config: PipelineConfig) -> list[Sink]:
-    """``redis:`` (sink ``redis``) first, then ``sinks:`` in their order."""
-    entries: list[tuple[str, str, Any]] = [("redis", PRIMARY_SINK, config.redis)]
-    entries += [(s.type, s.name, s) for s in config.sinks]
-    sinks = []
+def build_sinks(*, redis: RedisConfig, sinks: Sequence[SinkConfig] = ()) -> list[Sink]:
+    """The sinks of the ``redis:`` section (sink ``redis``) first, then of the ``sinks:``
+    entries in their order."""
+    entries: list[tuple[str, str, Any]] = [("redis", PRIMARY_SINK, redis)]
+    entries += [(s.type, s.name, s) for s in sinks]
+    built = []
     for type_, name, cfg in entries:
         where = redact_url(cfg.url) if isinstance(getattr(cfg, "url", None), str) else ""
         log.info("publish: sink %s (%s) %s", name, type_, where)
-        sinks.append(build_sink(type_, cfg, name=name))
-    return sinks
+        built.append(build_sink(type_, cfg, name=name))
+    return built

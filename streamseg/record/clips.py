@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from streamseg.config.record import RecordConfig
+from streamseg.record.config import RecordConfig
 from streamseg.record.segments import ClipRecorder, RecordedFile
 from streamseg.types import Event
 

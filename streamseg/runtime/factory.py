@@ -70,13 +70,16 @@ def source_options(
 
 
 def decode_device(config: PipelineConfig, cameras: Sequence[CameraConfig] | None = None) -> str:
-    """Where cameras leave decoded frames: the model's device when any camera decodes with DALI.
+    """Where cameras leave decoded frames: the model's device when a camera's decoder leaves
+    them on a device (``DECODERS[...].on_device``: DALI).
 
     DALI decodes H.264 with NVDEC straight into GPU memory; PyAV cameras
     always decode on the CPU and ignore this.
     """
+    from streamseg.ingest.spec import DECODERS
+
     cams = config.cameras if cameras is None else cameras
-    return config.model.device if any(c.decode == "dali" for c in cams) else "cpu"
+    return config.model.device if any(DECODERS[c.decode].on_device for c in cams) else "cpu"
 
 
 def open_camera(
@@ -266,7 +269,7 @@ def build_pipeline(
         segmenter=segmenter,
         tracker=build_tracker(config, class_names) if isinstance(tracker, str) else tracker,
         encoder=build_encoder(config, class_names),
-        sinks=build_sinks(config),
+        sinks=build_sinks(redis=config.redis, sinks=config.sinks),
         batch_size=m.batch_size,
         max_wait=m.max_wait_ms / 1000,
         camera_queue=rt.camera_queue,

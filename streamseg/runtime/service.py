@@ -169,6 +169,7 @@ class Service:
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.console``)."""
+        from streamseg.config.loader import validate_pipeline
         from streamseg.console.editor import PipelineEditor
         from streamseg.console.live import LiveView
         from streamseg.console.server import Console
@@ -182,7 +183,11 @@ class Service:
             events=self.events,
             rules_of=lambda cid: backend.alerts().cameras.get(cid),
         )
-        editor = PipelineEditor(self.pipeline_path) if self.pipeline_path else None
+        editor = (
+            PipelineEditor(self.pipeline_path, validate=validate_pipeline)
+            if self.pipeline_path
+            else None
+        )
         console = Console(
             backend=backend, live=self.live, http=h, editor=editor, events=self.events
         )

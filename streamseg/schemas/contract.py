@@ -1,6 +1,6 @@
 """The alert kinds' part of the event contract, generated from the rules' registry.
 
-``streamseg.config.alerts.RULE_KINDS`` is the one owner of the alert kinds
+``streamseg.track.alerts.RULE_KINDS`` is the one owner of the alert kinds
 (``ALERT_KINDS``) and of what each means. From it come the ``kind`` enum of
 ``alert.schema.json`` and the table of kinds in ``docs/events.md``;
 ``tests/docs/test_event_contract.py`` fails when either has drifted.
@@ -36,7 +36,7 @@ DOCS_BEGIN = (
 )
 DOCS_END = "<!-- end of the generated alert kinds -->"
 _KIND_DESCRIPTION = (
-    "what happened; one of the kinds of streamseg.config.alerts.RULE_KINDS "
+    "what happened; one of the kinds of streamseg.track.alerts.RULE_KINDS "
     "(docs/events.md, 'Alert kinds')"
 )
 
@@ -48,7 +48,7 @@ def schema_path() -> Path:
 
 def alert_schema(current: dict[str, Any] | None = None) -> dict[str, Any]:
     """The alert schema with its ``kind`` enum made from ``ALERT_KINDS`` (the rest as it is)."""
-    from streamseg.config.alerts import ALERT_KINDS
+    from streamseg.track.alerts import ALERT_KINDS
 
     schema = json.loads(schema_path().read_text("utf-8")) if current is None else current
     schema = json.loads(json.dumps(schema))  # a copy
@@ -62,7 +62,7 @@ def alert_schema(current: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def kinds_table() -> str:
     """The markdown table of alert kinds: kind, the rule ``type`` that publishes it, meaning."""
-    from streamseg.config.alerts import RULE_KINDS
+    from streamseg.track.alerts import RULE_KINDS
 
     rows = ["| `kind` | published by rule `type` | when |", "| --- | --- | --- |"]
     for rule in RULE_KINDS.values():

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.matching import box_iou
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Frame, FrameResult, Instances

@@ -2,8 +2,8 @@
 
 Example::
 
-    >>> from streamseg.config.alerts import AlertsConfig
-    >>> from streamseg.config.tracking import TrackingConfig
+    >>> from streamseg.track.alerts import AlertsConfig
+    >>> from streamseg.track.config import TrackingConfig
     >>> stage = build_tracking_stage(TrackingConfig(), AlertsConfig(), ["__background__", "box"])
     >>> stage.close()
 """
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from opentelemetry import metrics
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.given import GivenIdTracker
 from streamseg.track.rules.engine import CameraRules
 from streamseg.track.tracker import CONFIRMED, LOST, TENTATIVE, ByteTracker

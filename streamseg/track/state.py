@@ -9,12 +9,14 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.config import TrackingConfig
 
-__all__ = ["TrackTable"]
+__all__ = ["CONFIRMED", "LOST", "TENTATIVE", "TrackTable"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+TENTATIVE, CONFIRMED, LOST = 0, 1, 2  # TrackTable.state
 
 
 class TrackTable:

@@ -38,7 +38,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.duplicates import (
     Pairs,
     close_detections,
@@ -49,20 +49,19 @@ from streamseg.track.duplicates import (
 from streamseg.track.kalman import MEASURE_STD, KalmanBoxes
 from streamseg.track.matching import (
     MaskGrid,
-    assign,
     mask_iou,
     overlap_pairs,
 )
-from streamseg.track.state import TrackTable
+from streamseg.track.rounds import assign_round, inside_share, merge_pairs, near_round
+from streamseg.track.state import CONFIRMED, LOST, TENTATIVE, TrackTable
 from streamseg.track.view import FrameInfo, TrackView
 from streamseg.types import MaskCrops
 
-__all__ = ["ByteTracker", "TrackerOutput"]
+__all__ = ["CONFIRMED", "LOST", "TENTATIVE", "ByteTracker", "TrackerOutput"]
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
-TENTATIVE, CONFIRMED, LOST = 0, 1, 2
 TIME_EPS = 1e-6  # seconds: slack for float rounding of unix-time differences
 
 
@@ -92,7 +91,6 @@ class ByteTracker:
         self.time: float | None = None
         self.next_id = 1
         self._grid: MaskGrid | None = None
-        self._labels: I64 = np.zeros(0, np.int64)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -116,7 +114,6 @@ class ByteTracker:
             the track id of each detection and the view for the alert rules.
         """
         s, t = self.settings, self.table
-        self._labels = labels
         dt = 0.0 if self.time is None else max(frame.time - self.time, 0.0)
         self.time = frame.time if self.time is None else max(self.time, frame.time)
         removed = self._expire(frame.time)
@@ -133,23 +130,23 @@ class ByteTracker:
         r, c, iou = self._pairs(pred, boxes, labels, grid)
         firm = t.state[r] != TENTATIVE
         fused = scores if s.fuse_score else None
-        self._round(r, c, iou, firm & high[c] & (iou >= s.match_iou), det_of, taken, fused)
+        assign_round(r, c, iou, firm & high[c] & (iou >= s.match_iou), det_of, taken, fused)
         second = firm & low[c]
         if second.any():
             second &= det_of[r] < 0
             gate = iou >= s.low_match_iou
             if s.low_match_inside is not None:
-                gate |= self._inside(r, c, second & ~gate, pred, boxes, s.low_match_inside)
-            self._round(r, c, iou, second & gate, det_of, taken)
+                gate |= inside_share(t, r, c, second & ~gate, pred, boxes, s.low_match_inside)
+            assign_round(r, c, iou, second & gate, det_of, taken)
         sure = scores >= min(s.high_score, s.new_track_score)
         third = ~firm & sure[c] & (iou >= s.tentative_match_iou)
         if third.any():
-            self._round(r, c, iou, third & ~taken[c], det_of, taken)
+            assign_round(r, c, iou, third & ~taken[c], det_of, taken)
 
         close = close_detections(boxes, grid, s.duplicate_iou)
         if s.lost_match_distance is not None:
             usable = low & (scores >= s.lost_match_score) & ~copies_of(taken, close)
-            self._near_round(pred, boxes, usable, det_of, taken)
+            near_round(t, labels, s.lost_match_distance, pred, boxes, usable, det_of, taken)
 
         copies = self._copies(det_of, close)
         det_of[copies] = -1
@@ -232,97 +229,13 @@ class ByteTracker:
         lost = (t.state == LOST).nonzero()[0]
         if len(lost):
             r2, c2, iou2 = overlap_pairs(t.last_box[lost], boxes)
-            r, c, iou = _merge_pairs(r, c, iou, lost[r2], c2, iou2)
+            r, c, iou = merge_pairs(r, c, iou, lost[r2], c2, iou2)
         if grid is not None:
             iou = self._mask_iou(pred, r, c, iou, grid)
         if self.settings.class_aware:
             same = (t.labels()[r] == labels[c]).nonzero()[0]
             r, c, iou = r[same], c[same], iou[same]
         return r, c, iou
-
-    def _inside(
-        self, r: I64, c: I64, cand: NDArray[np.bool_], pred: F64, boxes: F64, least: float
-    ) -> NDArray[np.bool_]:
-        """Pairs among ``cand`` whose detection lies at least ``least`` inside the track's box.
-
-        The share of the detection's area inside the track's predicted box
-        (or, for a lost track, the better of that and its last observed
-        box): the visible part of a partly hidden object shrinks inside the
-        box the track expects, so its IoU with that box falls.
-        """
-        out = np.zeros(len(r), bool)
-        k = cand.nonzero()[0]
-        if len(k) == 0:
-            return out
-        rows, det = r[k], boxes[c[k]]
-        area = np.maximum((det[:, 2] - det[:, 0]) * (det[:, 3] - det[:, 1]), 1e-12)
-        share = _intersection(pred[rows], det) / area
-        lost = (self.table.state[rows] == LOST).nonzero()[0]
-        if len(lost):
-            last = _intersection(self.table.last_box[rows[lost]], det[lost]) / area[lost]
-            share[lost] = np.maximum(share[lost], last)
-        out[k] = share >= least
-        return out
-
-    def _near_round(
-        self,
-        pred: F64,
-        boxes: F64,
-        usable: NDArray[np.bool_],
-        det_of: I64,
-        taken: NDArray[np.bool_],
-    ) -> None:
-        """Lost tracks vs ``usable`` detections still free, by centre distance (no overlap).
-
-        An object coming out from behind another shows a small, shifted
-        piece that overlaps neither the track's prediction nor its last box.
-        A detection whose centre lies within ``lost_match_distance`` track
-        sizes (the longer side of the predicted box) of a lost track's
-        predicted centre, or of its last observed centre, may take that
-        track, if the classes agree; nearest first (optimal assignment).
-        """
-        t = self.table
-        rows = ((t.state == LOST) & (det_of < 0)).nonzero()[0]
-        dets = (usable & ~taken).nonzero()[0]
-        if len(rows) == 0 or len(dets) == 0:
-            return
-        size = np.maximum(pred[rows, 2:] - pred[rows, :2], 1.0).max(1)
-        centre = (boxes[dets, :2] + boxes[dets, 2:]) / 2
-        dist = np.full((len(rows), len(dets)), np.inf)
-        for box in (pred[rows], t.last_box[rows]):
-            mid = (box[:, :2] + box[:, 2:]) / 2
-            gap = np.linalg.norm(mid[:, None, :] - centre[None, :, :], axis=2) / size[:, None]
-            dist = np.minimum(dist, gap)
-        # Without overlap to go by, the class must agree (a detector's second
-        # report of a nearby object, as another class, is not taken).
-        dist[t.labels()[rows][:, None] != self._labels[dets][None, :]] = np.inf
-        r, c = np.nonzero(dist <= self.settings.lost_match_distance)
-        a, b = assign(r, c, dist[r, c], (len(rows), len(dets)))
-        det_of[rows[a]] = dets[b]
-        taken[dets[b]] = True
-
-    def _round(
-        self,
-        r: I64,
-        c: I64,
-        iou: F64,
-        allowed: NDArray[np.bool_],
-        det_of: I64,
-        taken: NDArray[np.bool_],
-        scores: F64 | None = None,
-    ) -> None:
-        """Optimal assignment among the ``allowed`` pairs; records it in ``det_of`` / ``taken``.
-
-        Cost ``1 - IoU``, or ``1 - IoU * score`` when ``scores`` are given.
-        """
-        sel = allowed.nonzero()[0]
-        if len(sel) == 0:
-            return
-        rows, cols = r[sel], c[sel]
-        cost = 1.0 - (iou[sel] * scores[cols] if scores is not None else iou[sel])
-        a, b = assign(rows, cols, cost, (len(det_of), len(taken)))
-        det_of[a] = b
-        taken[b] = True
 
     def _mask_iou(self, pred: F64, r: I64, c: I64, iou: F64, grid: Tensor) -> F64:
         """Mask IoU of the box-overlapping pairs ``(r, c)`` whose track has a mask."""
@@ -441,21 +354,3 @@ class ByteTracker:
     def snapshot_rows(self) -> tuple[TrackTable, F64]:
         """The table and the current box estimates ``(T, 4)`` (for ``Track`` snapshots)."""
         return self.table, self.kalman.boxes()
-
-
-def _intersection(a: F64, b: F64) -> F64:
-    """Intersection area ``(K,)`` of the box pairs ``a[k]``, ``b[k]`` (``(K, 4)`` xyxy)."""
-    iw = np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])
-    ih = np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])
-    out: F64 = np.maximum(iw, 0.0) * np.maximum(ih, 0.0)
-    return out
-
-
-def _merge_pairs(r1: I64, c1: I64, v1: F64, r2: I64, c2: I64, v2: F64) -> tuple[I64, I64, F64]:
-    """The union of two pair lists; a pair in both keeps its larger value."""
-    r, c, v = np.concatenate((r1, r2)), np.concatenate((c1, c2)), np.concatenate((v1, v2))
-    order = np.lexsort((-v, c, r))
-    r, c, v = r[order], c[order], v[order]
-    first = np.ones(len(r), bool)
-    first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
-    return r[first], c[first], v[first]

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from streamseg.config.base import StrictModel
 from streamseg.config.loader import load_yaml_model
-from streamseg.config.model import ModelSource, PrecisionName
+from streamseg.configbase.base import StrictModel
+from streamseg.segment.config import ModelSource, PrecisionName
 
 __all__ = [
     "DataConfig",
@@ -36,7 +36,7 @@ __all__ = [
 
 class TrainModelConfig(ModelSource):
     """What to train and where it starts: the arch and weights of
-    :class:`~streamseg.config.model.ModelSource` (shared with pipeline.yaml)
+    :class:`~streamseg.segment.config.ModelSource` (shared with pipeline.yaml)
     plus the training options.
 
     Attributes:

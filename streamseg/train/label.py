@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.train.evaluate import predict
 from streamseg.train.images import write_png
 from streamseg.types import Frame, FrameResult, Instances
@@ -176,7 +176,7 @@ class LabelTracker:
     """
 
     def __init__(self, class_names: Sequence[str], settings: TrackingConfig) -> None:
-        from streamseg.config.alerts import AlertsConfig
+        from streamseg.track.alerts import AlertsConfig
         from streamseg.track.stage import build_tracking_stage
 
         self.stage = build_tracking_stage(settings, AlertsConfig(enabled=False), class_names)

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from streamseg.cli import main
-from streamseg.config.redis import RedisConfig
 from streamseg.console.overlay import FILL_ALPHA, ZONE_COLOR, track_color
 from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.synthetic.scene import SyntheticScene
 from tests.support.render import (

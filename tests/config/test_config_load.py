@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.config.env import UnsetVariable, interpolate
 from streamseg.config.shard import camera_shard, parse_shard, select_shard
+from streamseg.configbase.env import UnsetVariable, interpolate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from streamseg.config.cameras import ReconnectConfig
-from streamseg.config.connection import ServerConnection, TLSConfig
-from streamseg.config.redis import RedisConfig, RedisTLSConfig
-from streamseg.config.sinks import MQTTSinkConfig, RedisSinkConfig
+from streamseg.ingest.config import ReconnectConfig
+from streamseg.publish.connection import ServerConnection, TLSConfig
 from streamseg.publish.delivery import DeliveryOptions
+from streamseg.publish.redis_config import RedisConfig, RedisTLSConfig
+from streamseg.publish.sink_config import MQTTSinkConfig, RedisSinkConfig
 
 
 def redis(url: str, **kw: object) -> RedisConfig:

@@ -7,20 +7,23 @@ the registry does not have) fails here.
 from __future__ import annotations
 
 import argparse
+import io
 import typing
 from typing import Any
 
+import av
+import numpy as np
 import pydantic
 import pytest
 
 from streamseg.cli import build_parser
-from streamseg.config.alerts import RULE_KINDS, CameraAlerts
-from streamseg.config.cameras import CameraConfig
-from streamseg.config.model import ModelConfig
+from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import SCHEMES, parse_source_url
 from streamseg.models import ARCHITECTURES, FAMILIES, PRECISIONS, archs_of
 from streamseg.registry import load
 from streamseg.segment.backends import BACKENDS
+from streamseg.segment.config import ModelConfig
+from streamseg.track.alerts import RULE_KINDS, CameraAlerts
 from streamseg.track.rules.base import RuleBase
 from streamseg.train.config import SolverConfig
 
@@ -139,9 +142,43 @@ def test_an_unknown_rule_type_is_refused() -> None:
 
 
 def test_camera_decode_is_the_decoder_list() -> None:
-    from streamseg.config.cameras import CameraConfig
+    from streamseg.ingest.config import CameraConfig
     from streamseg.ingest.spec import DECODERS
 
     assert _enum(CameraConfig, "decode") == list(DECODERS)
     with pytest.raises(pydantic.ValidationError, match="unknown decoder 'nvdec'; valid: "):
         CameraConfig(id="c", url="synthetic://?seed=1", decode="nvdec")
+
+
+def test_every_decoder_row_loads() -> None:
+    """Each row's builder and check import; the check answers ``(problem, fix)`` or ``None``;
+    the ``pyav`` row decodes a real stream."""
+    from streamseg.ingest.decoders import PyAVDecoder, make_decoder
+    from streamseg.ingest.spec import DECODERS, SourceError, decoder_problem
+
+    for name, kind in DECODERS.items():
+        assert callable(load(kind.builder)), name
+        problem = decoder_problem(name)
+        assert problem is None or (len(problem) == 2 and all(problem)), (name, problem)
+    assert decoder_problem("pyav") is None and not DECODERS["pyav"].on_device
+    with av.open(io.BytesIO(_tiny_clip()), "r") as container:
+        stream = container.streams.video[0]
+        decoder = make_decoder("pyav", stream=stream)
+        assert isinstance(decoder, PyAVDecoder)
+        pictures = [p for packet in container.demux(stream) for p in decoder.decode(packet)]
+        assert [tuple(p.image().shape) for p in pictures] == [(32, 48, 3)] * 2
+        with pytest.raises(SourceError, match="unknown decode backend 'nvdec'"):
+            make_decoder("nvdec", stream=stream)
+
+
+def _tiny_clip() -> bytes:
+    """Two 48x32 frames of MPEG-4 in Matroska."""
+    out = io.BytesIO()
+    with av.open(out, "w", format="matroska") as container:
+        stream = container.add_stream("mpeg4", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 48, 32, "yuv420p"
+        for i in range(2):
+            image = np.full((32, 48, 3), 40 * i, dtype=np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode(None))
+    return out.getvalue()

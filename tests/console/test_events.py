@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.console.events import SNAPSHOT_QUEUE, EventLog
 from streamseg.synthetic.scene import SyntheticScene
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Event, Frame, FrameResult
 from tests.support.waiting import poll
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.console.labels import LabelLayout, overlaps
 from streamseg.console.overlay import OverlayInfo, draw_overlay, layout_labels
 from streamseg.synthetic.scene import SyntheticScene
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Instances
 
 ALERTS = CameraAlerts(

@@ -9,7 +9,6 @@ import pytest
 import torch
 from PIL import Image
 
-from streamseg.config.alerts import CameraAlerts
 from streamseg.console.overlay import (
     OverlayInfo,
     draw_overlay,
@@ -19,6 +18,7 @@ from streamseg.console.overlay import (
     track_color,
 )
 from streamseg.synthetic.scene import SyntheticScene
+from streamseg.track.alerts import CameraAlerts
 from streamseg.types import Instances, MaskCrops
 
 

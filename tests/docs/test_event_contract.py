@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from streamseg.config.alerts import ALERT_KINDS, RULE_KINDS, RuleKind, ZoneRule
 from streamseg.schemas import contract
+from streamseg.track.alerts import ALERT_KINDS, RULE_KINDS, RuleKind, ZoneRule
 from tests.support.serve import REPO
 
 DOCS = REPO / "docs" / "events.md"

@@ -132,6 +132,24 @@ def test_missing_dali_names_the_extra(vp9_clip: Path, monkeypatch: pytest.Monkey
     assert "pip install 'streamseg[dali]'" in message and "nvidia-dali-cuda120" in message
 
 
+def test_check_names_the_decode_field_without_dali(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``streamseg check`` asks the decoder table's row, without opening the camera."""
+    from streamseg.cli.startup import environment_issues
+    from streamseg.config import PipelineConfig
+    from streamseg.ingest.config import CameraConfig
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # what a machine without DALI sees
+    cameras = [
+        CameraConfig(id="p", url="synthetic://?seed=1"),
+        CameraConfig(id="g", url="synthetic://?seed=1", decode="dali"),
+    ]
+    issues = environment_issues(PipelineConfig(cameras=cameras))
+    assert [(i.loc, i.message) for i in issues] == [
+        (("cameras", 1, "decode"), "NVIDIA DALI is not installed")
+    ]
+    assert "pip install 'streamseg[dali]'" in (issues[0].hint or "")
+
+
 @pytest.mark.parametrize(
     ("codec", "first_byte", "key"),
     [

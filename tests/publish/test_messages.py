@@ -215,7 +215,7 @@ def test_numbers_are_rounded_the_same_in_every_message_kind() -> None:
 
 
 def test_alert_kind_is_an_enum_of_the_rules_registry() -> None:
-    from streamseg.config.alerts import ALERT_KINDS
+    from streamseg.track.alerts import ALERT_KINDS
 
     schema = load_schema("alert")
     assert schema["properties"]["kind"]["enum"] == list(ALERT_KINDS)

@@ -64,7 +64,7 @@ def test_availability_online_offline_and_the_last_will(
     # A process that dies without closing: the broker publishes the last will.
     script = textwrap.dedent(f"""
         import time
-        from streamseg.config.sinks import MQTTSinkConfig
+        from streamseg.publish.sink_config import MQTTSinkConfig
         from streamseg.publish.mqtt import build_sink
         sink = build_sink(MQTTSinkConfig(type="mqtt", name="m", url="{mosquitto.url}",
                                          topic_prefix="site", keepalive=5))

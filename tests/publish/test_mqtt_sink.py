@@ -16,10 +16,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
-from streamseg.config.redis import RedisConfig
-from streamseg.config.sinks import MQTTSinkConfig
 from streamseg.publish.mqtt import MQTTSink
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.sink import Message
+from streamseg.publish.sink_config import MQTTSinkConfig
 from streamseg.publish.sinks import build_sink
 from streamseg.telemetry.tracing import FrameTracer
 from tests.publish.test_redis_sink import Listener, Recorder, wait_until

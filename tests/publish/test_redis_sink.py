@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
 from streamseg.publish.delivery import DeliveryOptions
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import RedisStreamsSink, build_sink
 from streamseg.publish.sink import Message
 from tests.support.servers import RedisServer

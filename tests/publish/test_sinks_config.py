@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.config.sinks import PRIMARY_SINK, SINK_TYPES
-from streamseg.publish.sink import BufferedSink
+from streamseg.publish.buffered import BufferedSink
+from streamseg.publish.sink_config import PRIMARY_SINK, SINK_TYPES
 from streamseg.publish.sinks import build_sinks
 
 HEAD = "cameras:\n  - id: cam\n    url: synthetic://?seed=1\n"
@@ -29,7 +29,7 @@ def test_sinks_build_in_order_with_their_own_settings(tmp_path: Path) -> None:
         "  - type: redis\n    name: central\n    url: redis://127.0.0.1:2/0\n"
         "    password: ${CENTRAL_PW}\n    stream_prefix: site7\n",
     )
-    sinks = build_sinks(config)
+    sinks = build_sinks(redis=config.redis, sinks=config.sinks)
     assert [s.name for s in sinks] == [PRIMARY_SINK, "central"]
     health = sinks[1].health()
     assert health.type == "redis" and not health.connected and health.buffered == 0

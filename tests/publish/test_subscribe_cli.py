@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 from tests.conftest import REPO

@@ -8,9 +8,9 @@ from pathlib import Path
 import av
 import pytest
 
-from streamseg.config.record import ClipsConfig, RecordConfig
 from streamseg.ingest.spec import SourceError
 from streamseg.record.clips import ClipHook
+from streamseg.record.config import ClipsConfig, RecordConfig
 from streamseg.record.recorder import record_camera
 from streamseg.record.segments import ClipRecorder, StoredPacket
 from streamseg.types import Event

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 import streamseg.segment.segmenter as segment
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.connect import redis_client
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.runtime.hotswap import SwapController, request_swap, status_key, wait_for_status
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances

@@ -15,7 +15,7 @@ import torch
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from streamseg.config.redis import RedisConfig
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.publish.sink import Message
 from streamseg.runtime.delivery import Delivery

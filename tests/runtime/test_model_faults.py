@@ -199,7 +199,7 @@ def test_restart_backoff_grows_to_a_bound() -> None:
 
 _PARENT = """
 import sys, threading, time
-from streamseg.config.model import ModelConfig
+from streamseg.segment.config import ModelConfig
 from streamseg.runtime.model_process import ModelProcess
 model = ModelConfig(arch="maskrcnn_small_faulty", weights=sys.argv[1], batch_size=1)
 threading.Thread(target=ModelProcess, args=(model,), kwargs={"threads": 1}, daemon=True).start()

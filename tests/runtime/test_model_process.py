@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.config.model import ModelConfig
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.runtime.bench import MemorySource
 from streamseg.runtime.factory import build_model_stage, build_pipeline, build_segmenter
 from streamseg.runtime.model_process import ModelProcess, ModelProcessError
+from streamseg.segment.config import ModelConfig
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 from tests.support.checkpoints import NAMES, random_checkpoint

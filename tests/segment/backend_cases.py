@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from streamseg.config.model import class_options
 from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
+from streamseg.segment.config import class_options
 from streamseg.types import Instances
 from tests.segment.conftest import SMALL
 

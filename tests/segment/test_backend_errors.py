@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.config.model import ModelConfig
 from streamseg.segment import Segmenter
 from streamseg.segment.backends import BackendError
 from streamseg.segment.backends.tensorrt import tensorrt_problems
+from streamseg.segment.config import ModelConfig
 from tests.segment.conftest import SMALL
 
 HAS_TRT = importlib.util.find_spec("torch_tensorrt") is not None

@@ -107,7 +107,7 @@ def check_events_panel(driver: Any, item: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from streamseg.config.alerts import ALERT_KINDS
+    from streamseg.track.alerts import ALERT_KINDS
 
     listing = driver.find_element(By.ID, "event-list")
     snap = driver.find_element(By.ID, "event-snapshot")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.tracking import TrackingConfig
 from streamseg.publish.encode import detections_message
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.replay import to_result
 from streamseg.track.rules.engine import RuleError
 from streamseg.track.stage import TrackingStage

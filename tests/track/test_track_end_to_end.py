@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from streamseg.config import load_pipeline
-from streamseg.config.redis import RedisConfig
 from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.schemas import load_schema
 from streamseg.track.matching import box_iou

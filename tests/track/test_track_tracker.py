@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from streamseg.config.tracking import TrackingConfig
 from streamseg.ops import box_iou as ops_box_iou
+from streamseg.track.config import TrackingConfig
 from streamseg.track.matching import assign, box_iou, mask_iou, overlap_pairs
 from streamseg.track.tracker import ByteTracker
 from streamseg.track.view import FrameInfo

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from streamseg.config import ConfigError
-from streamseg.config.record import RecordConfig
+from streamseg.record.config import RecordConfig
 from streamseg.train.config import load_train_config
 
 GOOD = """\

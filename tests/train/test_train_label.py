@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from streamseg.config.tracking import TrackingConfig
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.models.trained import load_trained_model
 from streamseg.synthetic.scene import ObjectSpec, SyntheticScene
+from streamseg.track.config import TrackingConfig
 from streamseg.train.data import CocoDataset, decode_segmentation
 from streamseg.train.datasets import resolve_class_names
 from streamseg.train.engine import run_training

@@ -1,7 +1,7 @@
 """One camera's alert rules, built from its ``alerts.cameras.<id>`` section.
 
 Which class runs a rule comes from the rule-kind registry
-(:data:`streamseg.config.alerts.RULE_KINDS`); each class builds itself from
+(:data:`streamseg.track.alerts.RULE_KINDS`); each class builds itself from
 its config entry with ``from_config(rule, context)``, where the
 :class:`RuleContext` hands it the shared arguments and the camera's geometry
 in pixels.
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.config import alerts as cfg
 from streamseg.errors import StartupError
 from streamseg.geometry import Polygon, Segment, Shapes
 from streamseg.registry import load
+from streamseg.track import alerts as cfg
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.membership import Membership
 from streamseg.track.rules.zones import ZoneState

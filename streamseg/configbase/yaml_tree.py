@@ -19,8 +19,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from streamseg.config.env import UnsetVariable, interpolate
-from streamseg.config.errors import ConfigError, ConfigIssue, Loc
+from streamseg.configbase.env import UnsetVariable, interpolate
+from streamseg.configbase.errors import ConfigError, ConfigIssue, Loc
 
 __all__ = ["apply_overrides", "line_of", "parse_yaml", "read_yaml", "to_plain"]
 

@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from streamseg.config.base import StrictModel
+from streamseg.configbase.base import StrictModel
 
 __all__ = ["ClipsConfig", "RecordConfig"]
 

@@ -15,11 +15,11 @@ unique ``name``; every message goes to every sink::
 :data:`SINK_TYPES` is the only list of sink types: the config models of
 ``sinks:`` entries (and their ``type`` values) and the builders the runtime
 calls come from it. A new type is one new file in
-``streamseg/publish/`` (a ``streamseg.publish.sink.BufferedSink`` subclass
+``streamseg/publish/`` (a ``streamseg.publish.buffered.BufferedSink`` subclass
 and its ``build_sink(config, name=...)``), its config model next to
 ``RedisSinkConfig`` below, and one line in ``SINK_TYPES``. The models live
-here rather than beside their sinks because config sits below publish in
-the layers (publish reads config; config never imports publish).
+in this module, not beside their sinks, so that validating a pipeline.yaml
+imports no sink's client library (redis-py, paho-mqtt).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
-from streamseg.config.base import StrictModel
-from streamseg.config.connection import ServerConnection, UrlForm
-from streamseg.config.redis import RedisConfig
+from streamseg.configbase.base import StrictModel
+from streamseg.publish.connection import ServerConnection, UrlForm
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.streams import availability_topic, state_topic
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
-from streamseg.config.base import StrictModel
+from streamseg.configbase.base import StrictModel
 
 __all__ = ["ServerConnection", "TLSConfig", "UrlForm"]
 
