@@ -20,9 +20,10 @@ from typing import Any, TextIO
 
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.hosting.build import build_model_stage
+from streamseg.hosting.health import model_counts, model_health
 from streamseg.runtime.factory import (
     build_clip_hook,
-    build_model_stage,
     build_pipeline,
     build_swap_controller,
     build_tracker,
@@ -30,7 +31,6 @@ from streamseg.runtime.factory import (
     decode_device,
     open_camera,
 )
-from streamseg.runtime.model_health import model_counts, model_health
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.sink_feeds import feed_sinks
@@ -220,10 +220,10 @@ class Service:
         """
         import torch
 
-        from streamseg.runtime.memory import keep_heap_memory
-        from streamseg.runtime.model_process import StartCancelled
+        from streamseg.hosting.memory import keep_heap_memory
+        from streamseg.hosting.process import StartCancelled
 
-        keep_heap_memory()  # before the model's first batch (runtime/memory.py)
+        keep_heap_memory()  # before the model's first batch (hosting/memory.py)
         torch.set_num_threads(self.config.runtime.inference_threads())
         check_rules_early(self.config)
         if self.config.tracking.enabled or self.config.alerts.enabled:
@@ -344,7 +344,7 @@ class Service:
             log.error("runtime: stopped because of a failure: %s", describe_error(pipeline.failure))
 
     def model_health(self) -> dict[str, Any]:
-        """``/readyz``'s ``model`` (``streamseg.runtime.model_health``)."""
+        """``/readyz``'s ``model`` (``streamseg.hosting.health``)."""
         return model_health(self.pipeline, loaded=self.model_loaded, arch=self.config.model.arch)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -352,7 +352,7 @@ class Service:
 
         Ready: the model runs (loaded, not being restarted), every sink
         answers, at least one camera is streaming (or a file is done) and the
-        service is not stopping. ``model``: ``streamseg.runtime.model_health``;
+        service is not stopping. ``model``: ``streamseg.hosting.health``;
         ``cameras[id].counts``: the frame counters and ``sinks``: ``{name:
         {type, connected, buffered, published, lost, errors, reconnects}}``,
         in the words of ``streamseg.telemetry.counters``.

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from streamseg.bench.clips import MemorySource
 from streamseg.config import ConfigError, load_pipeline
 from streamseg.config.model import ModelConfig
+from streamseg.hosting.build import build_model_stage, build_segmenter
+from streamseg.hosting.process import ModelProcess, ModelProcessError
 from streamseg.models.checkpoint import CheckpointError
-from streamseg.runtime.bench import MemorySource
-from streamseg.runtime.factory import build_model_stage, build_pipeline, build_segmenter
-from streamseg.runtime.model_process import ModelProcess, ModelProcessError
+from streamseg.runtime.factory import build_pipeline
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops
 from tests.support.checkpoints import NAMES, random_checkpoint

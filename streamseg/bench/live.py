@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from streamseg.bench.report import latency_ms
+from streamseg.bench.runs import raise_failed_batches, timed_pipeline
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.runtime.bench import latency_ms, raise_failed_batches, timed_pipeline
 from streamseg.runtime.factory import decode_device, open_camera
 from streamseg.runtime.protocols import SegmenterLike
 from streamseg.runtime.segmenting import describe_error
