@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from streamseg.ingest.health import CameraHealth
 from streamseg.types import Frame
 
 __all__ = ["MemorySource", "decode_clip", "decode_fps_per_core", "synthetic_clip", "write_clip"]
@@ -46,7 +47,7 @@ def synthetic_clip(url: str, frames: int, folder: Path) -> Path:
 
     scene = SyntheticScene.from_url(url)
     images = [scene.frame(i).image for i in range(frames)]
-    return write_clip(images, folder / "clip.mp4", float(getattr(scene, "fps", 15.0)))
+    return write_clip(images, folder / "clip.mp4", float(scene.fps))
 
 
 def decode_fps_per_core(path: str | Path, limit: int | None = None) -> dict[str, Any]:
@@ -95,7 +96,7 @@ class MemorySource:
         self._tracker = HealthTracker(camera_id)
 
     @property
-    def health(self) -> Any:
+    def health(self) -> CameraHealth:
         return self._tracker.snapshot()
 
     def run(self, emit: Any, stop: Any) -> None:

@@ -60,7 +60,8 @@ def run_live(
     samples = [(c, lat) for c, t, lat in stats.latency_samples() if t0 <= t <= t1]
     cameras: dict[str, Any] = {}
     for cid in sources:
-        counts = {word: n - getattr(before[cid], word) for word, n in after[cid].as_dict().items()}
+        was = before[cid].as_dict()
+        counts = {word: n - was[word] for word, n in after[cid].as_dict().items()}
         read, segmented = counts["read"], counts["segmented"]
         cameras[cid] = {
             "state": states[cid][0],

@@ -8,6 +8,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,12 @@ import torch
 from streamseg.bench.report import BenchResult
 from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.hosting.process import ModelProcess
 from streamseg.runtime.factory import build_pipeline, decode_device, open_camera
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
 from streamseg.runtime.segmenting import describe_error
-from streamseg.types import Frame, FrameBatch
+from streamseg.types import Frame, FrameBatch, Instances
 
 __all__ = [
     "ConsoleViewers",
@@ -33,34 +35,34 @@ __all__ = [
 
 
 def model_only_fps(
-    segmenter: SegmenterLike, images: Sequence[torch.Tensor], batch_size: int
+    segmenter: SegmenterLike,
+    images: Sequence[torch.Tensor],
+    batch_size: int,
+    *,
+    device: str = "cpu",
 ) -> BenchResult:
-    """Time ``segment`` over in-memory frames in batches of ``batch_size``.
+    """Time the model over in-memory frames in batches of ``batch_size``.
 
-    A model in its own process (``submit``) gets the next batch while it runs
-    one, as the pipeline sends them.
+    Batches are handed over as the pipeline hands them (``submit``, up to two
+    in flight): a model in its own process gets the next batch while it runs
+    one. ``device``: the model's, synchronised before and after on a GPU.
     """
     frames = [Frame("bench", i, None, 0.0, img) for i, img in enumerate(images)]
     batches = [
         FrameBatch(tuple(frames[start : start + batch_size]))
         for start in range(0, len(frames), batch_size)
     ]
-    device = torch.device(getattr(segmenter, "device", "cpu"))
-    submit = getattr(segmenter, "submit", None)
-    _synchronize(device)
+    where = torch.device(device)
+    _synchronize(where)
     t0 = time.perf_counter()
-    if submit is not None:
-        in_flight: collections.deque[Any] = collections.deque()
-        for batch in batches:
-            in_flight.append(submit(batch))  # waits while the process holds enough
-            while len(in_flight) > 1:
-                in_flight.popleft().result()
-        for future in in_flight:
-            future.result()
-    else:
-        for batch in batches:
-            segmenter.segment(batch)
-    _synchronize(device)  # kernels still queued on a GPU belong to this run
+    in_flight: collections.deque[Future[list[Instances]]] = collections.deque()
+    for batch in batches:
+        in_flight.append(segmenter.submit(batch))  # waits while the process holds enough
+        while len(in_flight) > 1:
+            in_flight.popleft().result()
+    for future in in_flight:
+        future.result()
+    _synchronize(where)  # kernels still queued on a GPU belong to this run
     return BenchResult(len(frames), time.perf_counter() - t0, [])
 
 
@@ -147,8 +149,8 @@ def raise_failed_batches(pipeline: Pipeline) -> None:
 def _process_cpu(segmenter: SegmenterLike) -> float:
     """CPU seconds of this process so far, every thread (user + system), and of
     the model's own process when it has one (``runtime.model_process``)."""
-    elsewhere = getattr(segmenter, "process_cpu_seconds", None)
-    return time.process_time() + (elsewhere() if elsewhere is not None else 0.0)
+    elsewhere = segmenter.process_cpu_seconds() if isinstance(segmenter, ModelProcess) else 0.0
+    return time.process_time() + elsewhere
 
 
 class ConsoleViewers:

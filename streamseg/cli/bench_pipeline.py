@@ -163,9 +163,9 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
             log.warning("bench: the clip has only %d frames", len(images))
         segmenter = build_model_stage(config)
         try:
-            batch = config.model.batch_size
+            batch, device = config.model.batch_size, config.model.device
             for _ in range(args.warmup):
-                runs.model_only_fps(segmenter, images[:batch], batch)
+                runs.model_only_fps(segmenter, images[:batch], batch, device=device)
             with redis_server.redis_for_bench(config.redis) as redis:
                 e2e_config = config.model_copy(update={"redis": redis})
                 if args.warmup:  # one-off costs (imports, kernels loaded, connections) untimed
@@ -173,7 +173,7 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
                 # Alternated, so that each pair shares the machine's state of the moment.
                 rounds = []
                 for _ in range(args.repeat):
-                    model = runs.model_only_fps(segmenter, images, batch)
+                    model = runs.model_only_fps(segmenter, images, batch, device=device)
                     e2e = runs.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
                     rounds.append((model, e2e))
                 watched = (

@@ -103,6 +103,8 @@ class ModelProcess:
         self._ended_why: str | None = None  # set by the reader when it ends the worker
         self._closed = False
         self.class_names: tuple[str, ...] = ()
+        # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
+        self.ops_on_reference: dict[str, str] = {}
         with self._cond:
             self._start(cancel)
 
@@ -120,8 +122,7 @@ class ModelProcess:
             raise
         self._worker_cpu = float(reply["process_cpu"])
         self.class_names = tuple(reply["class_names"])
-        # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
-        self.ops_on_reference: dict[str, str] = dict(reply.get("ops_on_reference", {}))
+        self.ops_on_reference = dict(reply.get("ops_on_reference", {}))
         self._reader = threading.Thread(
             target=self._read_answers,
             args=(child.conn, child.proc),

@@ -39,8 +39,6 @@ class ModelProcessError(RuntimeError):
     pipeline logs the message alone.
     """
 
-    log_traceback = False
-
 
 class FrameBlocks:
     """The parent's shared memory blocks, one per batch in flight (grown when needed).

@@ -97,7 +97,7 @@ def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelCo
         "class_names": tuple(segmenter.class_names),
         "process_cpu": time.process_time(),
         # The ops on the PyTorch reference after the warm-up (a GPU kernel failed).
-        "ops_on_reference": dict(getattr(segmenter, "ops_on_reference", {})),
+        "ops_on_reference": dict(segmenter.ops_on_reference),
     }
     conn.send(("ok", ready))
     blocks: dict[str, Any] = {}

@@ -93,13 +93,7 @@ class ServiceConsole:
         with self._lock:
             p = self.service.pipeline
             if p is not None:
-                set_alerts = getattr(p.tracker, "set_alerts", None)
-                if set_alerts is None:
-                    raise ValueError(
-                        "alert rules cannot run: tracking and alerts are both disabled "
-                        "(set alerts.enabled: true and restart)"
-                    )
-                set_alerts(alerts)
+                p.tracker.set_alerts(alerts)  # PassThrough: ValueError, no rules can run
             cfg = self.service.config
             self.service.config = cfg.model_copy(update={"alerts": alerts})
 
@@ -124,10 +118,7 @@ class ServiceConsole:
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
         p = self.service.pipeline
-        cams = getattr(p.tracker, "cameras", None) if p is not None else None
-        cam = cams.get(camera_id) if isinstance(cams, dict) else None
-        size = getattr(cam, "image_size", None)
-        return tuple(size) if size is not None else None  # type: ignore[return-value]
+        return p.frame_size(camera_id) if p is not None else None
 
     def _fps(self, camera_id: str, processed: int) -> float | None:
         now = time.monotonic()

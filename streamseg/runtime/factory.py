@@ -15,7 +15,7 @@ from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.redact import redact_url
-from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import FrameTap, PassThrough, SegmenterLike, SourceLike, Tracker
 from streamseg.types import Event
 
 if TYPE_CHECKING:
@@ -118,13 +118,13 @@ def check_rules_early(config: PipelineConfig) -> None:
         check_rule_classes(config.alerts, names)
 
 
-def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> TrackingStageLike | None:
-    """The tracking/alerts stage, or ``None`` when both sections are disabled."""
+def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> Tracker:
+    """The tracking/alerts stage, or ``PassThrough`` when both sections are disabled."""
     if not (config.tracking.enabled or config.alerts.enabled):
-        return None
+        return PassThrough()
     from streamseg.track.stage import build_tracking_stage
 
-    stage: TrackingStageLike = build_tracking_stage(config.tracking, config.alerts, class_names)
+    stage: Tracker = build_tracking_stage(config.tracking, config.alerts, class_names)
     return stage
 
 
@@ -178,7 +178,7 @@ def build_pipeline(
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
     tap: FrameTap | None = None,
-    tracker: TrackingStageLike | str | None = "build",
+    tracker: Tracker | None = None,
 ) -> Pipeline:
     """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
 
@@ -197,7 +197,7 @@ def build_pipeline(
     return Pipeline(
         sources=sources,
         segmenter=segmenter,
-        tracker=build_tracker(config, class_names) if isinstance(tracker, str) else tracker,
+        tracker=build_tracker(config, class_names) if tracker is None else tracker,
         encoder=build_encoder(config, class_names),
         sinks=build_sinks(config),
         batch_size=m.batch_size,

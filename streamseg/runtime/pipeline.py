@@ -4,12 +4,11 @@
 
     source threads (one per camera, stage "ingest")
         -> CameraQueues (live: drop oldest; file: block)
-    segment thread: take_batch (stage "batch") -> Segmenter.segment (stage "segment")
-        -> StageQueue "results" (block)
-      (a model in its own process: the segment thread sends each batch with
-      segmenter.submit and goes on; thread "segment-results" waits for each
-      batch's results in order and queues them; streamseg.runtime.segmenting)
-    track thread: TrackingStage.process per frame (stage "track")
+    segment thread: take_batch (stage "batch") -> segmenter.submit (stage "segment")
+    segment-results thread: each batch's future, in order -> StageQueue "results" (block)
+      (a model in this process runs the batch inside submit; one in its own
+      process takes the next batch meanwhile; streamseg.runtime.segmenting)
+    track thread: Tracker.process per frame (stage "track")
         -> StageQueue "publish" (block)
     publish thread: encode each message once (stage "publish") -> every sink
     one thread per sink (streamseg.publish.sink): its outage buffer, writes, reconnects
@@ -30,16 +29,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from streamseg.hosting.wire import ModelProcessError
 from streamseg.publish.encode import MessageEncoder
-from streamseg.publish.sink import Sink
+from streamseg.publish.sink import BufferedSink, Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import (
-    FrameTap,
-    SegmenterLike,
-    SourceLike,
-    TrackingStageLike,
-)
+from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, Tracker
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.segmenting import SegmentStage, describe_error
 from streamseg.runtime.stats import PipelineStats
@@ -64,8 +59,8 @@ class Pipeline:
 
     Args:
         sources: ``{camera id: Source}``.
-        segmenter: runs the model on a ``FrameBatch``.
-        tracker: the tracking/alerts stage, or ``None`` to pass results through.
+        segmenter: runs the model on a ``FrameBatch`` (``submit``).
+        tracker: the tracking/alerts stage (``PassThrough``: results go on as they are).
         encoder: turns results and events into messages (JSON, once).
         sinks: where every message goes (Redis Streams, ...); names unique.
         batch_size / max_wait: batching limits (frames, seconds).
@@ -90,7 +85,7 @@ class Pipeline:
         *,
         sources: Mapping[str, SourceLike],
         segmenter: SegmenterLike,
-        tracker: TrackingStageLike | None,
+        tracker: Tracker,
         encoder: MessageEncoder,
         sinks: Sequence[Sink],
         batch_size: int,
@@ -118,6 +113,7 @@ class Pipeline:
         self.tap = tap
         self.host_cpu = host_cpu
         self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
+        self._frame_sizes: dict[str, tuple[int, int]] = {}  # camera -> (H, W) of its last frame
         self.drain_timeout = drain_timeout
         self.metrics = metrics
         self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
@@ -162,7 +158,7 @@ class Pipeline:
                     c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
                 },
                 sink_state=self.sink_states,
-                ops_on_reference=lambda: getattr(self.segmenter, "ops_on_reference", {}),
+                ops_on_reference=lambda: dict(self.segmenter.ops_on_reference),
             )
 
     # -- control ---------------------------------------------------------
@@ -227,6 +223,7 @@ class Pipeline:
             thread.join(wait)
         if self.queues.wait_drained(camera_id, max(0.0, deadline - time.monotonic())):
             self.queues.remove_camera(camera_id)  # its queue leaves the depth gauge
+        self._frame_sizes.pop(camera_id, None)
         log.info("runtime: camera %s removed", camera_id)
 
     def _add_queue(self, camera_id: str, source: SourceLike) -> None:
@@ -256,12 +253,11 @@ class Pipeline:
 
     def close(self) -> None:
         """Release the stages (after ``wait``)."""
-        for closer in (self.segmenter.close, getattr(self.tracker, "close", None)):
-            if closer is not None:
-                try:
-                    closer()
-                except Exception:
-                    log.exception("runtime: closing a stage failed")
+        for closer in (self.segmenter.close, self.tracker.close):
+            try:
+                closer()
+            except Exception:
+                log.exception("runtime: closing a stage failed")
 
     def _spawn(self, name: str, target: Any, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -284,21 +280,24 @@ class Pipeline:
         """``{camera: (state, reconnects, details)}`` from the sources' health."""
         out = {}
         for cid, src in list(self.sources.items()):
-            health = getattr(src, "health", None)
-            state = self._source_state.get(cid) or _health_state(health)
-            reconnects = int(getattr(health, "reconnects", 0) or 0)
+            health = src.health
+            state = self._source_state.get(cid) or str(health.state)
             details = {
                 "state": state,
-                "since": getattr(health, "since", None),
+                "since": health.since,
                 "live": bool(src.live),
-                "reconnects": reconnects,
-                "stalls": int(getattr(health, "stalls", 0) or 0),
-                "frames": getattr(health, "frames", None),
-                "last_frame_time": getattr(health, "last_frame_time", None),
-                "last_error": _scrub(getattr(health, "last_error", None)),
+                "reconnects": health.reconnects,
+                "stalls": health.stalls,
+                "frames": health.frames,
+                "last_frame_time": health.last_frame_time,
+                "last_error": _scrub(health.last_error),
             }
-            out[cid] = (state, reconnects, details)
+            out[cid] = (state, health.reconnects, details)
         return out
+
+    def frame_size(self, camera_id: str) -> tuple[int, int] | None:
+        """``(H, W)`` of the camera's last tracked frame, ``None`` before its first."""
+        return self._frame_sizes.get(camera_id)
 
     # -- ingest ------------------------------------------------------------
     def _run_source(self, cid: str, src: SourceLike) -> None:
@@ -355,14 +354,11 @@ class Pipeline:
 
     def _track(self, results: Sequence[FrameResult]) -> list[TrackItem]:
         t0, cpu0 = time.monotonic(), time.thread_time()
-        rules0 = getattr(self.tracker, "rules_seconds", 0.0)
+        rules0 = self.tracker.rules_seconds
         out: list[TrackItem] = []
         with self.tracer.stage("track", [r.frame for r in results]):
             for r in results:
-                if self.tracker is None:
-                    out.append((r, []))
-                    self._offer(r, [])
-                    continue
+                self._frame_sizes[r.frame.camera_id] = r.instances.image_size
                 try:
                     tracked, events = self.tracker.process(r)
                 except Exception as exc:
@@ -380,7 +376,7 @@ class Pipeline:
                     for e in events:
                         self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
         self._stage_time("track", t0)
-        rules = getattr(self.tracker, "rules_seconds", 0.0) - rules0
+        rules = self.tracker.rules_seconds - rules0
         self.stats.add_cpu("rules", rules)
         self.stats.add_cpu("track", time.thread_time() - cpu0 - rules)
         return out
@@ -394,9 +390,8 @@ class Pipeline:
         image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
         if image is None or self.tap is None:
             return events
-        counts_of = getattr(self.tracker, "counts", None)
         try:
-            counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
+            counts = self.tracker.counts(result.frame.camera_id)
             return self.tap.offer(image, result, counts, events)
         except Exception as exc:
             self._stage_error("track", exc, camera=result.frame.camera_id)
@@ -436,9 +431,9 @@ class Pipeline:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds per stage (``stats.STAGE_CPU``), the sinks' writer threads
-        counted in ``publish``."""
+        counted in ``publish`` (each ``BufferedSink`` counts its own)."""
         out = self.stats.cpu_seconds()
-        out["publish"] += sum(float(getattr(s, "cpu_seconds", 0.0)) for s in self.sinks)
+        out["publish"] += sum(s.cpu_seconds for s in self.sinks if isinstance(s, BufferedSink))
         return out
 
     def _close_sinks(self) -> None:
@@ -459,7 +454,7 @@ class Pipeline:
     def _stage_error(self, stage: str, exc: BaseException, camera: str | None = None) -> None:
         where = f"{stage}[{camera}]" if camera else stage
         # A traceback that says nothing (a model process that ended) is left out.
-        trace = exc if getattr(exc, "log_traceback", True) else None
+        trace = None if isinstance(exc, ModelProcessError) else exc
         log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=trace)
         if self.metrics is not None:
             self.metrics.stage_errors.add(1, {"stage": stage})
@@ -468,13 +463,6 @@ class Pipeline:
         log.critical("%s: giving up: %s; stopping the pipeline", stage, _scrub(describe_error(exc)))
         self.failure = self.failure or exc
         self.stop()
-
-
-def _health_state(health: Any) -> str:
-    state = getattr(health, "state", None)
-    if state is None:
-        return "connecting"
-    return str(getattr(state, "value", state))
 
 
 def _scrub(text: Any) -> Any:

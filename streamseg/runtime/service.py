@@ -32,6 +32,7 @@ from streamseg.runtime.factory import (
     open_camera,
 )
 from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.protocols import SegmenterLike, Tracker
 from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter
@@ -239,8 +240,7 @@ class Service:
             if self._stop.is_set():
                 return None
             tracker = build_tracker(self.config, segmenter.class_names)  # RuleError
-            if tracker is not None:
-                built.callback(tracker.close)
+            built.callback(tracker.close)
             self.model_loaded = True
             if self.events is not None:
                 self.events.class_names = tuple(segmenter.class_names)
@@ -278,8 +278,8 @@ class Service:
     def _new_pipeline(
         self,
         telemetry: Telemetry,
-        segmenter: Any,
-        tracker: Any,
+        segmenter: SegmenterLike,
+        tracker: Tracker,
         sources: dict[str, Any],
         metrics: PipelineMetrics,
         swap: Any,
