@@ -169,46 +169,13 @@ class Service:
             forget_camera(self, camera_id)
 
     def _console(self) -> Any:
-        """The console's ``setup(app)`` (``streamseg.console``)."""
-        from streamseg.console.editor import PipelineEditor
-        from streamseg.console.live import LiveView
-        from streamseg.console.server import Console
-        from streamseg.runtime.console import ServiceConsole
+        """The console's ``setup(app)`` (``streamseg.runtime.console.build_console``)."""
+        from streamseg.runtime.console import build_console, event_log
 
-        h = self.config.http
-        backend = ServiceConsole(self)
-        self.events = self._event_log() if h.snapshots else None
-        self.live = LiveView(
-            trail_length=h.trail_length,
-            events=self.events,
-            rules_of=lambda cid: backend.alerts().cameras.get(cid),
-        )
-        editor = PipelineEditor(self.pipeline_path) if self.pipeline_path else None
-        console = Console(
-            backend=backend, live=self.live, http=h, editor=editor, events=self.events
-        )
-        return console.install
-
-    def _event_log(self) -> Any:
-        import tempfile
-        from pathlib import Path
-
-        from streamseg.console.events import EventLog
-
-        h = self.config.http
-        if h.snapshot_dir is not None:
-            folder = Path(h.snapshot_dir)
-        else:
-            self._snapshot_tmp = tempfile.TemporaryDirectory(prefix="streamseg-snapshots-")
-            folder = Path(self._snapshot_tmp.name)
-        log.info("console: alert snapshots in %s", folder)
-        return EventLog(
-            folder=folder,
-            max_bytes=int(h.snapshot_max_mb * 2**20),
-            retention=h.snapshot_retention_hours * 3600,
-            max_width=h.live_width,
-            quality=h.jpeg_quality,
-        )
+        if self.config.http.snapshots:
+            self.events, self._snapshot_tmp = event_log(self.config.http)
+        self.live, install = build_console(self, events=self.events)
+        return install
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         """Build every stage; ``None`` when asked to stop meanwhile.
@@ -328,7 +295,7 @@ class Service:
 
     def _wait(self, pipeline: Pipeline) -> bool:
         while not pipeline.wait(0.2):
-            stop_time = pipeline._stop_time
+            stop_time = pipeline.stopped_at
             if stop_time is not None and time.monotonic() - stop_time > pipeline.drain_timeout + 2:
                 return False
         return True
