@@ -11,6 +11,10 @@ backend, warm-up), answers ``("ok", {"class_names"})`` or ``("error",
 exc)``, then serves requests from its pipe, one at a time, in order:
 ``("segment", header)`` (the frames are in a shared memory block the
 parent wrote), ``("load_weights", path)``, ``("warm_up",)``, ``("close",)``.
+The parent sends the next batch before the last is answered; thread
+``requests`` reads it meanwhile and stages its frames on the model's device
+(``Segmenter.stage``: pinned memory and a copy stream on a GPU), so that
+copy overlaps the running batch's compute.
 
 Its life is tied to its parent's:
 
@@ -32,16 +36,18 @@ An exception is sent back as it is when it survives pickling
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import logging.handlers
 import multiprocessing.connection
 import os
 import pickle
+import queue
 import signal
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -49,11 +55,17 @@ from streamseg.config.model import ModelConfig
 from streamseg.errors import StartupError
 from streamseg.hosting.memory import keep_heap_memory
 from streamseg.hosting.wire import ModelProcessError, attach_block, pack_instances, read_batch
+from streamseg.types import FrameBatch
 
-__all__ = ["run_worker"]
+if TYPE_CHECKING:
+    from streamseg.segment.segmenter import Segmenter
+
+__all__ = ["STAGED_AHEAD", "Request", "read_requests", "run_worker", "serve"]
 
 # Seconds between two looks at whether the parent is still there.
 PARENT_CHECK_S = 0.5
+# Requests read (a batch's frames staged on the device) ahead of the one running.
+STAGED_AHEAD = 1
 
 
 def run_worker(
@@ -89,7 +101,7 @@ def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelCo
     try:
         from streamseg.hosting.build import build_segmenter
 
-        segmenter: Any = build_segmenter(model)  # it logs its warm-up's time
+        segmenter = build_segmenter(model)  # it logs its warm-up's time
     except BaseException as exc:
         _reply_error(conn, exc)
         return
@@ -102,7 +114,7 @@ def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelCo
     conn.send(("ok", ready))
     blocks: dict[str, Any] = {}
     try:
-        _serve(conn, segmenter, blocks)
+        serve(conn, segmenter, blocks)
     finally:
         for shm in blocks.values():
             shm.close()
@@ -124,35 +136,89 @@ def _tie_to_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _serve(conn: multiprocessing.connection.Connection, segmenter: Any, blocks: dict) -> None:  # type: ignore[type-arg]
-    while True:
+@dataclasses.dataclass
+class Request:
+    """One request from the parent as thread ``requests`` hands it on: a
+    ``segment`` request's frames already read from shared memory and staged
+    on the model's device (or why that failed), with the CPU time it took."""
+
+    op: str
+    arg: Any = None
+    batch: FrameBatch | None = None
+    error: Exception | None = None
+    cpu: float = 0.0
+
+
+def serve(
+    conn: multiprocessing.connection.Connection, segmenter: Segmenter, blocks: dict[str, Any]
+) -> None:
+    """Answer the parent's requests, in order, until ``close`` (or its end of the pipe closes).
+
+    Thread ``requests`` (:func:`read_requests`) reads them and stages each
+    batch's frames ahead (``Segmenter.stage``) while this thread runs the
+    batch before it: the next batch's copy to the device overlaps this
+    one's compute. ``blocks``: the shared memory blocks opened so far.
+    """
+    requests: queue.Queue[Request] = queue.Queue(maxsize=STAGED_AHEAD)
+    reader = threading.Thread(
+        target=read_requests, args=(conn, segmenter, blocks, requests), name="requests", daemon=True
+    )
+    reader.start()
+    while (request := requests.get()).op != "close":
         try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            return  # the parent is gone
-        op = request[0]
-        if op == "close":
-            return
-        try:
-            if op == "segment":
-                c0 = time.thread_time()
-                shm = attach_block(blocks, request[1]["shm"])
-                results = segmenter.segment(read_batch(shm, request[1]))
-                packed = [pack_instances(r) for r in results]
-                reply = {"instances": packed, "cpu": time.thread_time() - c0}
-            elif op == "load_weights":
-                segmenter.load_weights(request[1])
-                reply = {}
-            elif op == "warm_up":
-                reply = {"seconds": segmenter.warm_up()}
-            else:
-                raise ValueError(f"unknown request {op!r}")
+            reply = _answer(segmenter, request)
         except Exception as exc:
             _reply_error(conn, exc)
             continue
         reply["process_cpu"] = time.process_time()
         reply["peak_rss_mb"] = _peak_rss_mb()
         conn.send(("ok", reply))
+    reader.join(1.0)
+
+
+def read_requests(
+    conn: multiprocessing.connection.Connection,
+    segmenter: Segmenter,
+    blocks: dict[str, Any],
+    out: queue.Queue[Request],
+) -> None:
+    """Thread ``requests``: each request from the pipe onto ``out``, a batch
+    read from its shared memory block and staged first; ends after ``close``
+    (also put there when the parent is gone)."""
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            message = ("close",)  # the parent is gone
+        request = Request(message[0], message[1] if len(message) > 1 else None)
+        if request.op == "segment":
+            c0 = time.thread_time()
+            try:
+                shm = attach_block(blocks, request.arg["shm"])
+                request.batch = segmenter.stage(read_batch(shm, request.arg))
+            except Exception as exc:
+                request.error = exc
+            request.cpu = time.thread_time() - c0
+        out.put(request)
+        if request.op == "close":
+            return
+
+
+def _answer(segmenter: Segmenter, request: Request) -> dict[str, Any]:
+    if request.error is not None:
+        raise request.error
+    if request.op == "segment":
+        assert request.batch is not None
+        c0 = time.thread_time()
+        results = segmenter.segment(request.batch)
+        packed = [pack_instances(r) for r in results]
+        return {"instances": packed, "cpu": time.thread_time() - c0 + request.cpu}
+    if request.op == "load_weights":
+        segmenter.load_weights(request.arg)
+        return {}
+    if request.op == "warm_up":
+        return {"seconds": segmenter.warm_up()}
+    raise ValueError(f"unknown request {request.op!r}")
 
 
 def _peak_rss_mb() -> float:
