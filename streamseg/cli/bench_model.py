@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     if args.batch < 1 or args.iters < 1 or args.warmup < 0:
         raise UsageError("--batch and --iters must be >= 1, --warmup >= 0")
-    from streamseg.runtime.memory import keep_heap_memory
+    from streamseg.hosting.memory import keep_heap_memory
 
     keep_heap_memory()  # as serve does
     if args.threads is not None:

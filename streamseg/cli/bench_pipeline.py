@@ -17,7 +17,7 @@ ended: ``streamseg: error: bench pipeline failed: Type: message`` at once,
 never a silent wait), 2 bad arguments or config.
 
 ``--model oracle`` replaces the model by the pipeline's first synthetic
-camera's exact ground truth (``streamseg.runtime.oracle``), so the run times
+camera's exact ground truth (``streamseg.bench.oracle``), so the run times
 everything but the model: ``--width``/``--height``/``--objects`` reshape the
 scene, ``--input h264`` (default) encodes ``--frames`` frames to H.264 and
 decodes them on the CPU, ``--input memory`` hands the decoded frames over
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"runtime.host_cpu: {problem[0]}; {problem[1]}")
     import torch
 
-    from streamseg.runtime.memory import keep_heap_memory
+    from streamseg.hosting.memory import keep_heap_memory
 
     keep_heap_memory()  # as serve does
     torch.set_num_threads(config.runtime.inference_threads())
@@ -150,34 +150,34 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
     """The figures of the pipeline's own model (``--model config``)."""
-    from streamseg.runtime import bench
-    from streamseg.runtime.bench_live import run_live
-    from streamseg.runtime.factory import build_model_stage
+    from streamseg.bench import clips, redis_server, report, runs
+    from streamseg.bench.live import run_live
+    from streamseg.hosting.build import build_model_stage
 
     with tempfile.TemporaryDirectory() as tmp:
         clip = _clip(config, args, Path(tmp))
-        images = bench.decode_clip(clip, limit=args.frames)
+        images = clips.decode_clip(clip, limit=args.frames)
         if not images:
             raise UsageError(f"{clip}: no frames could be decoded")
         if len(images) < args.frames:
             log.warning("bench: the clip has only %d frames", len(images))
         segmenter = build_model_stage(config)
         try:
-            batch = config.model.batch_size
+            batch, device = config.model.batch_size, config.model.device
             for _ in range(args.warmup):
-                bench.model_only_fps(segmenter, images[:batch], batch)
-            with bench.redis_for_bench(config.redis) as redis:
+                runs.model_only_fps(segmenter, images[:batch], batch, device=device)
+            with redis_server.redis_for_bench(config.redis) as redis:
                 e2e_config = config.model_copy(update={"redis": redis})
                 if args.warmup:  # one-off costs (imports, kernels loaded, connections) untimed
-                    bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+                    runs.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
                 # Alternated, so that each pair shares the machine's state of the moment.
                 rounds = []
                 for _ in range(args.repeat):
-                    model = bench.model_only_fps(segmenter, images, batch)
-                    e2e = bench.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
+                    model = runs.model_only_fps(segmenter, images, batch, device=device)
+                    e2e = runs.run_end_to_end(e2e_config, segmenter, clip, cameras=args.cameras)
                     rounds.append((model, e2e))
                 watched = (
-                    bench.run_end_to_end(
+                    runs.run_end_to_end(
                         e2e_config, segmenter, clip, cameras=args.cameras, viewers=True
                     )
                     if args.viewers
@@ -203,8 +203,8 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
         "image_size": list(images[0].shape[:2]),
         "torch_threads": _threads(),
     }
-    result = bench.summary(rounds, extra)
-    e2e = bench.median_round(rounds)[1]
+    result = report.summary(rounds, extra)
+    e2e = report.median_round(rounds)[1]
     if watched is not None:
         result["e2e_fps_with_viewers"] = round(watched.fps, 3)
         result["viewer_cost"] = round(1 - watched.fps / e2e.fps, 3) if e2e.fps > 0 else None
@@ -214,8 +214,8 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
 
 
 def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    from streamseg.runtime import bench
-    from streamseg.runtime.oracle import FrameTruth, OracleSegmenter
+    from streamseg.bench import clips, redis_server, report, runs
+    from streamseg.bench.oracle import FrameTruth, OracleSegmenter
 
     camera, scene = _oracle_scene(config, args)
     frames = min(args.frames, scene.num_frames or args.frames)
@@ -240,22 +240,22 @@ def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: i
     }
     config = _bench_alerts(config, camera, cams + warm, extra)
     decode = None
-    with bench.redis_for_bench(config.redis) as redis:
+    with redis_server.redis_for_bench(config.redis) as redis:
         e2e_config = config.model_copy(update={"redis": redis})
         # One-off costs (native kernels loaded on first use, imports) out of the timed run.
         if warm:
             warm_frames = images[: args.warmup * config.model.batch_size]
-            sources = {c: bench.MemorySource(c, warm_frames, scene.fps) for c in warm}
-            bench.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
+            sources = {c: clips.MemorySource(c, warm_frames, scene.fps) for c in warm}
+            runs.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
         if args.input == "h264":
-            clip = bench.write_clip(images, tmp / "clip.mp4", scene.fps)
+            clip = clips.write_clip(images, tmp / "clip.mp4", scene.fps)
             images.clear()
-            decode = bench.decode_fps_per_core(clip)
-            e2e = bench.run_end_to_end(e2e_config, oracle, clip, cameras=args.cameras)
+            decode = clips.decode_fps_per_core(clip)
+            e2e = runs.run_end_to_end(e2e_config, oracle, clip, cameras=args.cameras)
         else:
-            sources = {c: bench.MemorySource(c, images, scene.fps) for c in cams}
-            e2e = bench.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
-    result = bench.oracle_summary(e2e, extra)
+            sources = {c: clips.MemorySource(c, images, scene.fps) for c in cams}
+            e2e = runs.run_sources(e2e_config, oracle, sources)  # type: ignore[arg-type]
+    result = report.oracle_summary(e2e, extra)
     result["decode"] = decode
     return result
 
@@ -304,7 +304,7 @@ def _bench_alerts(config, camera, cams: list[str], extra: dict):  # type: ignore
 
 
 def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[no-untyped-def]
-    from streamseg.runtime import bench
+    from streamseg.bench import clips
 
     if args.clip:
         if not Path(args.clip).is_file():
@@ -315,7 +315,7 @@ def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[
             return Path(cam.url.removeprefix("file://"))
     for cam in config.cameras:
         if cam.url.startswith("synthetic://"):
-            return bench.synthetic_clip(cam.url, args.frames, tmp)
+            return clips.synthetic_clip(cam.url, args.frames, tmp)
     raise UsageError("the pipeline has no file or synthetic camera: pass --clip VIDEO")
 
 

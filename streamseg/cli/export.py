@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(model: Any, args: argparse.Namespace, size: tuple[int, int], parts: Any) -> Any:
-    from streamseg.segment.backends.aot import export_package
+    from streamseg.segment.backends.aot_export import export_package
 
     return export_package(
         model,

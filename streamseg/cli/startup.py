@@ -117,7 +117,7 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
 
     Run it after :func:`environment_issues` found nothing about the model.
     """
-    from streamseg.runtime.factory import resolve_weights
+    from streamseg.hosting.build import resolve_weights
     from streamseg.segment import Segmenter
 
     model = config.model

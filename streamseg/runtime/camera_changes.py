@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,9 +42,11 @@ def forget_camera(service: Service, camera_id: str, *, timeout: float = 5.0) -> 
     if pipeline is not None:
         if not _through(pipeline.stats, camera_id, timeout):
             log.warning("runtime: frames of removed camera %s still in flight", camera_id)
-        _call(pipeline.tracker, "forget_camera", camera_id)
-    _call(service.clips, "remove_camera", camera_id)
-    _call(service.live, "forget", camera_id)
+        _call(pipeline.tracker.forget_camera, camera_id)
+    if service.clips is not None:
+        _call(service.clips.remove_camera, camera_id)
+    if service.live is not None:
+        _call(service.live.forget, camera_id)
 
 
 def _through(stats: Any, camera_id: str, timeout: float) -> bool:
@@ -59,11 +62,8 @@ def _through(stats: Any, camera_id: str, timeout: float) -> bool:
         time.sleep(0.02)
 
 
-def _call(part: Any, method: str, camera_id: str) -> None:
-    fn = getattr(part, method, None)
-    if fn is None:
-        return
+def _call(forget: Callable[[str], object], camera_id: str) -> None:
     try:
-        fn(camera_id)
+        forget(camera_id)
     except Exception:
-        log.exception("runtime: %s.%s(%r) failed", type(part).__name__, method, camera_id)
+        log.exception("runtime: forgetting camera %s failed", camera_id)

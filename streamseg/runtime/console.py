@@ -8,21 +8,28 @@ the model is loaded; until then the configured values stand).
 
 from __future__ import annotations
 
+import logging
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.cameras import CameraConfig
+from streamseg.ingest.config import CameraConfig
 from streamseg.redact import redact_text, redact_url
 from streamseg.telemetry.counters import FRAME_COUNTERS
+from streamseg.track.alerts import AlertsConfig
 
 if TYPE_CHECKING:
+    from streamseg.config.telemetry import HttpConfig
+    from streamseg.console.events import EventLog
+    from streamseg.console.live import LiveView
     from streamseg.runtime.service import Service
 
-__all__ = ["ServiceConsole"]
+__all__ = ["ServiceConsole", "build_console", "event_log"]
+
+log = logging.getLogger("streamseg.runtime")
 
 # Rates are measured over at least this many seconds.
 RATE_WINDOW_S = 1.0
@@ -93,13 +100,7 @@ class ServiceConsole:
         with self._lock:
             p = self.service.pipeline
             if p is not None:
-                set_alerts = getattr(p.tracker, "set_alerts", None)
-                if set_alerts is None:
-                    raise ValueError(
-                        "alert rules cannot run: tracking and alerts are both disabled "
-                        "(set alerts.enabled: true and restart)"
-                    )
-                set_alerts(alerts)
+                p.tracker.set_alerts(alerts)  # PassThrough: ValueError, no rules can run
             cfg = self.service.config
             self.service.config = cfg.model_copy(update={"alerts": alerts})
 
@@ -124,10 +125,7 @@ class ServiceConsole:
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
         p = self.service.pipeline
-        cams = getattr(p.tracker, "cameras", None) if p is not None else None
-        cam = cams.get(camera_id) if isinstance(cams, dict) else None
-        size = getattr(cam, "image_size", None)
-        return tuple(size) if size is not None else None  # type: ignore[return-value]
+        return p.frame_size(camera_id) if p is not None else None
 
     def _fps(self, camera_id: str, processed: int) -> float | None:
         now = time.monotonic()
@@ -141,3 +139,51 @@ class ServiceConsole:
                 fps = (processed - n0) / (now - t0)
                 self._rates[camera_id] = (now, processed, fps)
             return None if fps is None else round(fps, 2)
+
+
+def build_console(
+    service: Service, *, events: EventLog | None
+) -> tuple[LiveView, Callable[[Any], None]]:
+    """The console over ``service``: its live view, and its ``setup(app)``
+    (``streamseg.console``) for the web server."""
+    from streamseg.config.loader import validate_pipeline
+    from streamseg.console.editor import PipelineEditor
+    from streamseg.console.live import LiveView
+    from streamseg.console.server import Console
+
+    h = service.config.http
+    backend = ServiceConsole(service)
+    live = LiveView(
+        trail_length=h.trail_length,
+        events=events,
+        rules_of=lambda cid: backend.alerts().cameras.get(cid),
+    )
+    editor = (
+        PipelineEditor(service.pipeline_path, validate=validate_pipeline)
+        if service.pipeline_path
+        else None
+    )
+    console = Console(backend=backend, live=live, http=h, editor=editor, events=events)
+    return live, console.install
+
+
+def event_log(h: HttpConfig) -> tuple[EventLog, tempfile.TemporaryDirectory[str] | None]:
+    """The alert snapshots' log (``http.snapshots``), and the temporary folder it
+    writes to when ``http.snapshot_dir`` names none (removed at exit)."""
+    from streamseg.console.events import EventLog
+
+    tmp = None
+    if h.snapshot_dir is not None:
+        folder = Path(h.snapshot_dir)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="streamseg-snapshots-")
+        folder = Path(tmp.name)
+    log.info("console: alert snapshots in %s", folder)
+    events = EventLog(
+        folder=folder,
+        max_bytes=int(h.snapshot_max_mb * 2**20),
+        retention=h.snapshot_retention_hours * 3600,
+        max_width=h.live_width,
+        quality=h.jpeg_quality,
+    )
+    return events, tmp

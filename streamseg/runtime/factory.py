@@ -7,17 +7,15 @@ keyword arguments (docs/architecture.md).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamseg.config.cameras import CameraConfig
-from streamseg.config.model import ModelConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.ingest.config import CameraConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.redact import redact_url
-from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, TrackingStageLike
+from streamseg.runtime.protocols import FrameTap, PassThrough, SegmenterLike, SourceLike, Tracker
+from streamseg.segment.config import ModelConfig
 from streamseg.types import Event
 
 if TYPE_CHECKING:
@@ -28,9 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "build_clip_hook",
     "build_encoder",
-    "build_model_stage",
     "build_pipeline",
-    "build_segmenter",
     "build_swap_controller",
     "build_tracker",
     "check_rules_early",
@@ -92,29 +88,6 @@ def open_camera(
     return source
 
 
-def resolve_weights(model: ModelConfig) -> str | None:
-    """The checkpoint to load, or ``None`` for random weights (``missing_weights: random``)."""
-    path = model.weights_file()
-    if path is None:
-        return None
-    if Path(path).exists():  # a file, or a Hugging Face model folder
-        return path
-    if model.missing_weights == "random":
-        log.warning(
-            "model: %s does not exist; starting %s from RANDOM weights "
-            "(missing_weights: random): detections are meaningless until a checkpoint is there",
-            path,
-            model.arch,
-        )
-        return None
-    entry = model.catalogue_entry()
-    if entry is not None:
-        from streamseg.models.weights import not_cached_message
-
-        raise FileNotFoundError(not_cached_message(entry))
-    raise FileNotFoundError(f"model weights not found: {path}")
-
-
 def known_class_names(model: ModelConfig) -> tuple[str, ...] | None:
     """The model's class names as far as the config, the weights catalogue or the
     checkpoint's meta say them, without building the model; ``None``: only
@@ -148,53 +121,13 @@ def check_rules_early(config: PipelineConfig) -> None:
         check_rule_classes(config.alerts, names)
 
 
-def build_model_stage(
-    config: PipelineConfig, *, cancel: threading.Event | None = None
-) -> SegmenterLike:
-    """The model as the pipeline runs it: in this process, or in its own
-    (``runtime.model_process``) with ``runtime``'s torch threads.
-
-    ``cancel``: setting it ends a model's own process while it starts
-    (``ModelProcess`` raises ``StartCancelled``); a model built in this
-    process is built to the end.
-    """
-    rt = config.runtime
-    if rt.model_process:
-        from streamseg.runtime.model_process import ModelProcess
-
-        return ModelProcess(
-            config.model,
-            threads=rt.inference_threads(),
-            answer_timeout=rt.model_timeout,
-            cancel=cancel,
-        )
-    return build_segmenter(config.model)
-
-
-def build_segmenter(model: ModelConfig) -> SegmenterLike:
-    from streamseg.segment import Segmenter  # type: ignore[attr-defined]
-
-    options = model.segmenter_options(resolve_weights(model))
-    log.info(
-        "model: loading %s on %s (%s, %s)", model.arch, model.device, model.precision, model.backend
-    )
-    # Serving reads masks only through RLE, the tracker's grid and the zones'
-    # mask share, all of which take box-local crops: no frame-size masks.
-    segmenter: SegmenterLike = Segmenter(**options, mask_crops=True)
-    # The first batch's one-off costs (native kernels, a compiled backend's
-    # first run) are paid here, before the cameras start and while /readyz
-    # still says the model is loading.
-    log.info("model: warm-up batch took %.1f s", segmenter.warm_up())
-    return segmenter
-
-
-def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> TrackingStageLike | None:
-    """The tracking/alerts stage, or ``None`` when both sections are disabled."""
+def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> Tracker:
+    """The tracking/alerts stage, or ``PassThrough`` when both sections are disabled."""
     if not (config.tracking.enabled or config.alerts.enabled):
-        return None
+        return PassThrough()
     from streamseg.track.stage import build_tracking_stage
 
-    stage: TrackingStageLike = build_tracking_stage(config.tracking, config.alerts, class_names)
+    stage: Tracker = build_tracking_stage(config.tracking, config.alerts, class_names)
     return stage
 
 
@@ -248,7 +181,7 @@ def build_pipeline(
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
     tap: FrameTap | None = None,
-    tracker: TrackingStageLike | str | None = "build",
+    tracker: Tracker | None = None,
 ) -> Pipeline:
     """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
 
@@ -267,7 +200,7 @@ def build_pipeline(
     return Pipeline(
         sources=sources,
         segmenter=segmenter,
-        tracker=build_tracker(config, class_names) if isinstance(tracker, str) else tracker,
+        tracker=build_tracker(config, class_names) if tracker is None else tracker,
         encoder=build_encoder(config, class_names),
         sinks=build_sinks(redis=config.redis, sinks=config.sinks),
         batch_size=m.batch_size,

@@ -52,7 +52,7 @@ class _RedactingFormatter(logging.Formatter):
 
 class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
-        if getattr(self.stream, "isatty", lambda: False)():
+        if self.stream.isatty():
             self.stream.write("\r\x1b[2K")
         super().emit(record)
 
@@ -61,10 +61,9 @@ def setup_logging(level: str = "INFO", *, secrets: Sequence[str] = ()) -> None:
     """Log to stderr as ``time level name: message``; idempotent."""
     root = logging.getLogger()
     for h in list(root.handlers):
-        if getattr(h, "_streamseg", False):
+        if isinstance(h, _Handler):
             root.removeHandler(h)
     handler = _Handler(sys.stderr)
-    handler._streamseg = True  # type: ignore[attr-defined]
     handler.setFormatter(
         _RedactingFormatter(
             "%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S", secrets

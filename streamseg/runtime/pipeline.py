@@ -4,15 +4,10 @@
 
     source threads (one per camera, stage "ingest")
         -> CameraQueues (live: drop oldest; file: block)
-    segment thread: take_batch (stage "batch") -> Segmenter.segment (stage "segment")
+    segment stage (segmenting.py; threads "segment", "segment-results")
         -> StageQueue "results" (block)
-      (a model in its own process: the segment thread sends each batch with
-      segmenter.submit and goes on; thread "segment-results" waits for each
-      batch's results in order and queues them; streamseg.runtime.segmenting)
-    track thread: TrackingStage.process per frame (stage "track")
-        -> StageQueue "publish" (block)
-    publish thread: encode each message once (stage "publish") -> every sink
-    one thread per sink (streamseg.publish.sink): its outage buffer, writes, reconnects
+    track stage (tracking.py; thread "track") -> StageQueue "publish" (block)
+    publish stage (publishing.py; thread "publish", a writer thread per sink)
 
 Frames keep their pixels only until segmentation. Stopping (``stop()``,
 SIGINT/SIGTERM) ends the sources; everything already read drains through
@@ -30,19 +25,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from streamseg.hosting.wire import ModelProcessError
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import (
-    FrameTap,
-    SegmenterLike,
-    SourceLike,
-    TrackingStageLike,
-)
+from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, Tracker
+from streamseg.runtime.publishing import PublishStage
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.segmenting import SegmentStage, describe_error
 from streamseg.runtime.stats import PipelineStats
+from streamseg.runtime.tracking import TrackItem, TrackStage
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
 from streamseg.types import Event, Frame, FrameResult
@@ -56,16 +49,14 @@ STAGES = ("ingest", "batch", "segment", "track", "publish")
 # Seconds before a live source whose run() returned on its own is started again.
 SOURCE_RESTART_DELAY = 1.0
 
-TrackItem = tuple[FrameResult, list[Event]]
-
 
 class Pipeline:
     """Cameras -> batches -> segmenter -> tracking -> sinks, in threads.
 
     Args:
         sources: ``{camera id: Source}``.
-        segmenter: runs the model on a ``FrameBatch``.
-        tracker: the tracking/alerts stage, or ``None`` to pass results through.
+        segmenter: runs the model on a ``FrameBatch`` (``submit``).
+        tracker: the tracking/alerts stage (``PassThrough``: results go on as they are).
         encoder: turns results and events into messages (JSON, once).
         sinks: where every message goes (Redis Streams, ...); names unique.
         batch_size / max_wait: batching limits (frames, seconds).
@@ -90,7 +81,7 @@ class Pipeline:
         *,
         sources: Mapping[str, SourceLike],
         segmenter: SegmenterLike,
-        tracker: TrackingStageLike | None,
+        tracker: Tracker,
         encoder: MessageEncoder,
         sinks: Sequence[Sink],
         batch_size: int,
@@ -117,8 +108,6 @@ class Pipeline:
         self.between_batches, self.on_events = between_batches, on_events
         self.tap = tap
         self.host_cpu = host_cpu
-        self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
-        self.drain_timeout = drain_timeout
         self.metrics = metrics
         self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
         self.stats = PipelineStats(self.sources, metrics)
@@ -129,6 +118,20 @@ class Pipeline:
         for cid, src in self.sources.items():
             self._add_queue(cid, src)
         self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
+        self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
+        self.track_stage = TrackStage(
+            tracker=tracker,
+            results=self.results,
+            to_publish=self.to_publish,
+            stats=self.stats,
+            metrics=metrics,
+            tracer=self.tracer,
+            take=max(batch_size, 1) * 2,
+            tap=tap,
+            on_events=on_events,
+            on_error=self._stage_error,
+            on_fail=self._fail,
+        )
         self.segment_stage = SegmentStage(
             segmenter=segmenter,
             queues=self.queues,
@@ -139,11 +142,21 @@ class Pipeline:
             batch_size=batch_size,
             max_wait=max_wait,
             between_batches=between_batches,
-            keep_pixels=self._keep_pixels if tap is not None else None,
+            keep_pixels=self.track_stage.keep_pixels if tap is not None else None,
             on_error=self._stage_error,
             on_fail=self._fail,
         )
-        self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
+        self.publish_stage = PublishStage(
+            encoder=encoder,
+            sinks=self.sinks,
+            to_publish=self.to_publish,
+            stats=self.stats,
+            metrics=metrics,
+            tracer=self.tracer,
+            drain_timeout=drain_timeout,
+            on_error=self._stage_error,
+            on_fail=self._fail,
+        )
         self.delivery = Delivery(
             sinks=len(self.sinks), stats=self.stats, metrics=metrics, tracer=self.tracer
         )
@@ -152,8 +165,6 @@ class Pipeline:
         self._sources_lock = threading.Lock()
         self._ingest: dict[str, threading.Thread] = {}
         self._started = False
-        self._done = threading.Event()
-        self._stop_time: float | None = None
         self.failure: BaseException | None = None
         if metrics is not None:
             metrics.observe(
@@ -162,7 +173,7 @@ class Pipeline:
                     c: (s, r, d["stalls"]) for c, (s, r, d) in self.camera_states().items()
                 },
                 sink_state=self.sink_states,
-                ops_on_reference=lambda: getattr(self.segmenter, "ops_on_reference", {}),
+                ops_on_reference=lambda: dict(self.segmenter.ops_on_reference),
             )
 
     # -- control ---------------------------------------------------------
@@ -171,8 +182,8 @@ class Pipeline:
         with _on_cpu(self.host_cpu):  # threads inherit their creator's CPUs
             for sink in self.sinks:
                 sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
-            self._spawn("track", self._run_track)
-            self._spawn("publish", self._run_publish)
+            self._spawn("track", self.track_stage.run)
+            self._spawn("publish", self.publish_stage.run)
         for cid, src in self.sources.items():
             self._ingest[cid] = self._spawn(f"ingest:{cid}", self._run_source, cid, src)
         self._started = True
@@ -184,7 +195,7 @@ class Pipeline:
         with self._sources_lock:
             if not self.stop_event.is_set():
                 log.info("runtime: stopping: draining in-flight frames and flushing the sinks")
-                self._stop_time = time.monotonic()
+                self.publish_stage.stopped_at = time.monotonic()
                 self.stop_event.set()
             for stop in self._camera_stop.values():
                 stop.set()
@@ -227,6 +238,7 @@ class Pipeline:
             thread.join(wait)
         if self.queues.wait_drained(camera_id, max(0.0, deadline - time.monotonic())):
             self.queues.remove_camera(camera_id)  # its queue leaves the depth gauge
+        self.track_stage.forget_camera(camera_id)
         log.info("runtime: camera %s removed", camera_id)
 
     def _add_queue(self, camera_id: str, source: SourceLike) -> None:
@@ -236,7 +248,7 @@ class Pipeline:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the pipeline to finish; ``True`` when it did."""
-        return self._done.wait(timeout)
+        return self.publish_stage.done.wait(timeout)
 
     def join(self, timeout: float = 30.0) -> None:
         """Wait, at most ``timeout`` seconds in all, for every stage thread to end.
@@ -252,16 +264,15 @@ class Pipeline:
 
     @property
     def finished(self) -> bool:
-        return self._done.is_set()
+        return self.publish_stage.done.is_set()
 
     def close(self) -> None:
         """Release the stages (after ``wait``)."""
-        for closer in (self.segmenter.close, getattr(self.tracker, "close", None)):
-            if closer is not None:
-                try:
-                    closer()
-                except Exception:
-                    log.exception("runtime: closing a stage failed")
+        for closer in (self.segmenter.close, self.tracker.close):
+            try:
+                closer()
+            except Exception:
+                log.exception("runtime: closing a stage failed")
 
     def _spawn(self, name: str, target: Any, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -284,21 +295,24 @@ class Pipeline:
         """``{camera: (state, reconnects, details)}`` from the sources' health."""
         out = {}
         for cid, src in list(self.sources.items()):
-            health = getattr(src, "health", None)
-            state = self._source_state.get(cid) or _health_state(health)
-            reconnects = int(getattr(health, "reconnects", 0) or 0)
+            health = src.health
+            state = self._source_state.get(cid) or str(health.state)
             details = {
                 "state": state,
-                "since": getattr(health, "since", None),
+                "since": health.since,
                 "live": bool(src.live),
-                "reconnects": reconnects,
-                "stalls": int(getattr(health, "stalls", 0) or 0),
-                "frames": getattr(health, "frames", None),
-                "last_frame_time": getattr(health, "last_frame_time", None),
-                "last_error": _scrub(getattr(health, "last_error", None)),
+                "reconnects": health.reconnects,
+                "stalls": health.stalls,
+                "frames": health.frames,
+                "last_frame_time": health.last_frame_time,
+                "last_error": health.last_error and redact_text(health.last_error),
             }
-            out[cid] = (state, reconnects, details)
+            out[cid] = (state, health.reconnects, details)
         return out
+
+    def frame_size(self, camera_id: str) -> tuple[int, int] | None:
+        """``(H, W)`` of the camera's last tracked frame, ``None`` before its first."""
+        return self.track_stage.frame_size(camera_id)
 
     # -- ingest ------------------------------------------------------------
     def _run_source(self, cid: str, src: SourceLike) -> None:
@@ -335,150 +349,38 @@ class Pipeline:
         self.stats.skipped(frame.camera_id, "queue_full")
         self.tracer.end(frame, dropped="queue_full")
 
-    def _keep_pixels(self, frame: Frame) -> None:
-        """Keep a segmented frame's pixels for the live view, if it watches the camera."""
-        if self.tap is not None and self.tap.wants(frame.camera_id):
-            self._tapped[(frame.camera_id, frame.seq)] = frame.image
-
-    # -- track -----------------------------------------------------------------
-    def _run_track(self) -> None:
-        try:
-            end = False
-            while not end:
-                results, end = self.results.get_many(max(self.batch_size, 1) * 2, None)
-                if results:
-                    self.to_publish.put(self._track(results))
-        except BaseException as exc:
-            self._fail("track", exc)
-        finally:
-            self.to_publish.close()
-
-    def _track(self, results: Sequence[FrameResult]) -> list[TrackItem]:
-        t0, cpu0 = time.monotonic(), time.thread_time()
-        rules0 = getattr(self.tracker, "rules_seconds", 0.0)
-        out: list[TrackItem] = []
-        with self.tracer.stage("track", [r.frame for r in results]):
-            for r in results:
-                if self.tracker is None:
-                    out.append((r, []))
-                    self._offer(r, [])
-                    continue
-                try:
-                    tracked, events = self.tracker.process(r)
-                except Exception as exc:
-                    self._stage_error("track", exc, camera=r.frame.camera_id)
-                    tracked, events = r, []
-                # Before publishing: the console names each event's snapshot file.
-                events = list(self._offer(tracked, events))
-                out.append((tracked, events))
-                if events and self.on_events is not None:
-                    try:
-                        self.on_events(list(events))
-                    except Exception as exc:
-                        self._stage_error("track", exc, camera=r.frame.camera_id)
-                if self.metrics is not None:
-                    for e in events:
-                        self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
-        self._stage_time("track", t0)
-        rules = getattr(self.tracker, "rules_seconds", 0.0) - rules0
-        self.stats.add_cpu("rules", rules)
-        self.stats.add_cpu("track", time.thread_time() - cpu0 - rules)
-        return out
-
-    def _offer(self, result: FrameResult, events: Sequence[Event]) -> Sequence[Event]:
-        """Hand a watched camera's tracked frame, with its pixels, to the live view.
-
-        Returns the events to publish: as the live view gives them back (with
-        their snapshot paths), else unchanged.
-        """
-        image = self._tapped.pop((result.frame.camera_id, result.frame.seq), None)
-        if image is None or self.tap is None:
-            return events
-        counts_of = getattr(self.tracker, "counts", None)
-        try:
-            counts = counts_of(result.frame.camera_id) if counts_of is not None else {}
-            return self.tap.offer(image, result, counts, events)
-        except Exception as exc:
-            self._stage_error("track", exc, camera=result.frame.camera_id)
-            return events
-
-    # -- publish -----------------------------------------------------------------
-    def _run_publish(self) -> None:
-        try:
-            end = False
-            while not end:
-                groups, end = self.to_publish.get_many(64, 0.5)
-                items = [item for g in groups for item in g]
-                if items:
-                    self._publish(items)
-            deadline = (self._stop_time or time.monotonic()) + self.drain_timeout
-            for sink in self.sinks:  # they flush at once, each in its own thread
-                sink.flush(max(1.0, deadline - time.monotonic()))
-        except BaseException as exc:
-            self._fail("publish", exc)
-        finally:
-            self._close_sinks()
-            self._done.set()
-
-    def _publish(self, items: list[TrackItem]) -> None:
-        t0, cpu0 = time.monotonic(), time.thread_time()
-        masks0 = self.encoder.mask_seconds
-        with self.tracer.stage("publish", [r.frame for r, _ in items]):
-            messages = self.encoder.encode(items)
-            cpu1 = time.thread_time()
-            for sink in self.sinks:
-                sink.submit(messages)
-        masks = self.encoder.mask_seconds - masks0
-        self.stats.add_cpu("masks", masks)
-        self.stats.add_cpu("json", cpu1 - cpu0 - masks)
-        self.stats.add_cpu("publish", time.thread_time() - cpu1)
-        self._stage_time("publish", t0)
-
     def cpu_seconds(self) -> dict[str, float]:
         """CPU seconds per stage (``stats.STAGE_CPU``), the sinks' writer threads
-        counted in ``publish``."""
+        counted in ``publish`` (each ``BufferedSink`` counts its own)."""
         out = self.stats.cpu_seconds()
-        out["publish"] += sum(float(getattr(s, "cpu_seconds", 0.0)) for s in self.sinks)
+        out["publish"] += self.publish_stage.writer_cpu_seconds()
         return out
 
-    def _close_sinks(self) -> None:
-        for sink in self.sinks:
-            try:
-                lost = sink.close()  # what is left is counted as dropped (reason: the sink)
-            except Exception as exc:
-                self._stage_error("publish", exc)
-                continue
-            if lost:
-                log.warning("publish: %d messages could not reach sink %s; lost", lost, sink.name)
-
     # -- errors ---------------------------------------------------------------------
-    def _stage_time(self, stage: str, t0: float) -> None:
-        if self.metrics is not None:
-            self.metrics.stage_latency.record(time.monotonic() - t0, {"stage": stage})
+    @property
+    def drain_timeout(self) -> float:
+        """Seconds allowed to drain and flush after ``stop()``."""
+        return self.publish_stage.drain_timeout
+
+    @property
+    def stopped_at(self) -> float | None:
+        """When ``stop()`` was first called (``time.monotonic()``), else ``None``."""
+        return self.publish_stage.stopped_at
 
     def _stage_error(self, stage: str, exc: BaseException, camera: str | None = None) -> None:
         where = f"{stage}[{camera}]" if camera else stage
         # A traceback that says nothing (a model process that ended) is left out.
-        trace = exc if getattr(exc, "log_traceback", True) else None
-        log.error("%s: %s", where, _scrub(f"{type(exc).__name__}: {exc}"), exc_info=trace)
+        trace = None if isinstance(exc, ModelProcessError) else exc
+        log.error("%s: %s", where, redact_text(describe_error(exc)), exc_info=trace)
         if self.metrics is not None:
             self.metrics.stage_errors.add(1, {"stage": stage})
 
     def _fail(self, stage: str, exc: BaseException) -> None:
-        log.critical("%s: giving up: %s; stopping the pipeline", stage, _scrub(describe_error(exc)))
+        log.critical(
+            "%s: giving up: %s; stopping the pipeline", stage, redact_text(describe_error(exc))
+        )
         self.failure = self.failure or exc
         self.stop()
-
-
-def _health_state(health: Any) -> str:
-    state = getattr(health, "state", None)
-    if state is None:
-        return "connecting"
-    return str(getattr(state, "value", state))
-
-
-def _scrub(text: Any) -> Any:
-    return redact_text(text) if isinstance(text, str) else text
 
 
 @contextlib.contextmanager

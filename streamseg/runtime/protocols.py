@@ -13,9 +13,10 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
+from streamseg.ingest.health import CameraHealth
 from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["FrameTap", "SegmenterLike", "SourceLike", "SubmittingSegmenter", "TrackingStageLike"]
+__all__ = ["FrameTap", "PassThrough", "SegmenterLike", "SourceLike", "Tracker"]
 
 
 class SourceLike(Protocol):
@@ -24,40 +25,98 @@ class SourceLike(Protocol):
     live: bool
 
     @property
-    def health(
-        self,
-    ) -> Any: ...  # CameraHealth(state, since, reconnects, stalls, frames, last_frame_time, ...)
+    def health(self) -> CameraHealth: ...
 
     def run(self, emit: Callable[[Frame], None], stop: threading.Event) -> None: ...
 
 
 class SegmenterLike(Protocol):
-    """``streamseg.segment.Segmenter``."""
+    """The model, as the pipeline uses it: ``streamseg.segment.Segmenter`` in
+    this process, ``streamseg.hosting.process.ModelProcess`` in its own,
+    ``streamseg.bench.oracle.OracleSegmenter`` for the host-path benchmark.
+
+    ``submit`` hands over one batch and returns a future of its instances,
+    one per frame in order: done at once (result or exception) when the
+    model runs in the caller's thread; with the model in its own process it
+    returns as soon as the batch is sent, so the next one can be sent while
+    this one runs, and futures settle in the order the batches were sent.
+    """
 
     @property
     def class_names(self) -> tuple[str, ...]: ...
 
-    def segment(self, batch: FrameBatch) -> list[Instances]: ...
+    @property
+    def ops_on_reference(self) -> Mapping[str, str]:
+        """Post-processing ops running on the PyTorch reference: op -> why."""
+        ...
 
-    def warm_up(self) -> float: ...
-
-    def close(self) -> None: ...
-
-
-class SubmittingSegmenter(SegmenterLike, Protocol):
-    """A segmenter that takes the next batch before the last one is done
-    (``streamseg.runtime.model_process.ModelProcess``): ``submit`` returns at
-    once with a future of the batch's instances; results come in order."""
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU seconds spent segmenting so far, in whichever thread or process ran it."""
+        ...
 
     def submit(self, batch: FrameBatch) -> Future[list[Instances]]: ...
 
+    def warm_up(self) -> float: ...
 
-class TrackingStageLike(Protocol):
-    """``streamseg.track.stage.build_tracking_stage(...)``'s result."""
-
-    def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]: ...
+    def health(self) -> dict[str, Any] | None:
+        """The model's own process as ``/readyz`` shows it; ``None`` when it has none."""
+        ...
 
     def close(self) -> None: ...
+
+
+class Tracker(Protocol):
+    """The tracking and alerts stage: ``streamseg.track.stage.TrackingStage``,
+    or :class:`PassThrough` when tracking and alerts are both off."""
+
+    @property
+    def rules_seconds(self) -> float:
+        """CPU seconds spent in the alert rules so far (part of ``process``)."""
+        ...
+
+    def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]:
+        """One frame's instances gain track ids; the frame's alert events."""
+        ...
+
+    def counts(self, camera_id: str) -> Mapping[str, object]:
+        """What the overlays show: ``{zone: tracks inside}``, ``{line: (in, out)}``."""
+        ...
+
+    def set_alerts(self, alerts: Any) -> None:
+        """Replace the rules (the ``alerts:`` section) before the next frame (any thread)."""
+        ...
+
+    def forget_camera(self, camera_id: str) -> None:
+        """Drop a removed camera's tracks and rule state (any thread)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PassThrough:
+    """The :class:`Tracker` of a pipeline without tracking and alerts: results
+    go on as they came, with no events."""
+
+    rules_seconds = 0.0
+
+    def process(self, result: FrameResult) -> tuple[FrameResult, list[Event]]:
+        return result, []
+
+    def counts(self, camera_id: str) -> Mapping[str, object]:
+        return {}
+
+    def set_alerts(self, alerts: Any) -> None:
+        raise ValueError(
+            "alert rules cannot run: tracking and alerts are both disabled "
+            "(set alerts.enabled: true and restart)"
+        )
+
+    def forget_camera(self, camera_id: str) -> None:
+        """Nothing kept."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 class FrameTap(Protocol):

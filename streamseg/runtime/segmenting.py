@@ -2,13 +2,16 @@
 
 ::
 
-    CameraQueues -> take_batch (stage "batch") -> segmenter (stage "segment")
-        -> results queue (block)
+    CameraQueues -> take_batch (stage "batch") -> segmenter.submit (stage "segment")
+        -> in flight (up to IN_FLIGHT batches) -> results queue (block)
 
-A model in this process runs in one thread, ``segment``. A model in its own
-process (``segmenter.submit``, ``runtime.model_process``) takes the next
-batch while it runs one: thread ``segment`` sends batches and thread
-``segment-results`` waits for each batch's results, in order.
+One loop for every model: thread ``segment`` takes each batch and hands it
+to ``segmenter.submit``, which returns a future of its instances; thread
+``segment-results`` waits for each batch's future, in order, and queues its
+results for tracking. A model in this process runs the batch inside
+``submit`` (its future is done when ``submit`` returns); a model in its own
+process (``runtime.model_process``) returns once the batch is sent, so it
+gets the next batch while it runs this one.
 
 A batch the model fails (an exception, in this process or in the model's
 own, or that process ending) loses its frames: they are counted as lost
@@ -20,29 +23,40 @@ then are lost without asking the model again).
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, cast
+from typing import Any
 
-from streamseg.runtime.protocols import SegmenterLike, SubmittingSegmenter
+from streamseg.runtime.protocols import SegmenterLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
 from streamseg.types import Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["MAX_FAILED_IN_A_ROW", "SegmentStage", "describe_error"]
+__all__ = ["IN_FLIGHT", "MAX_FAILED_IN_A_ROW", "SegmentStage", "describe_error"]
 
 log = logging.getLogger("streamseg.runtime")
 
 # The model failing this many batches in a row stops the pipeline.
 MAX_FAILED_IN_A_ROW = 5
+# Batches handed to the model whose results are not queued yet.
+IN_FLIGHT = 2
 
-InFlight = tuple[list[Frame], "Future[list[Instances]]", float]
+
+@dataclasses.dataclass(frozen=True)
+class InFlight:
+    """A batch handed to the model: its frames, its future, when it was handed
+    over (``time.monotonic()``, and epoch nanoseconds for its span)."""
+
+    frames: list[Frame]
+    future: Future[list[Instances]]
+    sent: float
+    sent_ns: int
 
 
 def describe_error(exc: BaseException) -> str:
@@ -55,7 +69,7 @@ class SegmentStage:
     """Batches of the camera queues, segmented, onto ``results``.
 
     Args:
-        segmenter: the model (``submit`` when it runs in its own process).
+        segmenter: the model (``submit``: a future of a batch's instances).
         queues / results: where frames come from and results go.
         stats / metrics / tracer: counters, instruments and frame traces.
         batch_size / max_wait: batching limits (frames, seconds).
@@ -89,24 +103,18 @@ class SegmentStage:
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.keep_pixels = between_batches, keep_pixels
         self.on_error, self.on_fail = on_error, on_fail
-        # Batches sent to a model in its own process, waiting for their results.
-        self._in_flight: StageQueue[InFlight] = StageQueue("in_flight", 2)
+        # Batches handed to the model, waiting for their results.
+        self._in_flight: StageQueue[InFlight] = StageQueue("in_flight", IN_FLIGHT)
+        self._model_cpu = segmenter.cpu_seconds  # as of the last batch queued
         self._lock = threading.Lock()
         self.failed_batches = 0
         self.failed_in_a_row = 0
         self.last_error: str | None = None
         self.last_error_time: float | None = None  # time.time()
 
-    @property
-    def submits(self) -> bool:
-        """The model takes the next batch before the last is done (its own process)."""
-        return callable(getattr(self.segmenter, "submit", None))
-
     def threads(self) -> list[tuple[str, Callable[[], None]]]:
         """``(thread name, target)`` of the threads that run this stage."""
-        if self.submits:
-            return [("segment", self._run_submit), ("segment-results", self._run_collect)]
-        return [("segment", self._run_segment)]
+        return [("segment", self._run_submit), ("segment-results", self._run_collect)]
 
     def health(self) -> dict[str, Any]:
         """``failed_batches`` (in all), ``failed_in_a_row``, ``last_error``
@@ -128,33 +136,19 @@ class SegmentStage:
             self.stats.add_cpu("batching", time.thread_time() - t0)
         return frames
 
-    def _run_segment(self) -> None:
-        try:
-            while (frames := self._next_batch()) is not None:
-                if self._gave_up(frames):
-                    continue
-                run = functools.partial(self.segmenter.segment, FrameBatch(tuple(frames)))
-                self._segmented(frames, run)
-                self._between_batches()
-        except BaseException as exc:
-            self.on_fail("segment", exc)
-        finally:
-            self.results.close()
-
     def _run_submit(self) -> None:
-        """Send each batch to the model (``segmenter.submit``) without waiting for it."""
-        submitter = cast(SubmittingSegmenter, self.segmenter)
+        """Hand each batch to the model (``segmenter.submit``) and go on to the next."""
         try:
             while (frames := self._next_batch()) is not None:
                 if self._gave_up(frames):
                     continue
-                t0 = time.monotonic()
+                sent, sent_ns = time.monotonic(), time.time_ns()
                 try:
-                    future = submitter.submit(FrameBatch(tuple(frames)))
-                except Exception as exc:  # its process could not be started again
+                    future = self.segmenter.submit(FrameBatch(tuple(frames)))
+                except Exception as exc:  # e.g. its process could not be started again
                     future = Future()
                     future.set_exception(exc)
-                self._in_flight.put((frames, future, t0))
+                self._in_flight.put(InFlight(frames, future, sent, sent_ns))
                 self._between_batches()
         except BaseException as exc:
             self.on_fail("segment", exc)
@@ -167,23 +161,21 @@ class SegmentStage:
             end = False
             while not end:
                 items, end = self._in_flight.get_many(1, None)
-                for frames, future, t0 in items:
-                    self._segmented(frames, future.result, t0)
+                for batch in items:
+                    self._segmented(batch)
         except BaseException as exc:
             self.on_fail("segment", exc)
         finally:
             self.results.close()
 
     # -- one batch -----------------------------------------------------------------
-    def _segmented(
-        self, frames: list[Frame], run: Callable[[], list[Instances]], t0: float | None = None
-    ) -> None:
-        """Run (or wait for) one batch and queue its results; a failed batch
-        is lost, and too many failures in a row stop the pipeline."""
+    def _segmented(self, batch: InFlight) -> None:
+        """Wait for one batch and queue its results; a failed batch is lost,
+        and too many failures in a row stop the pipeline."""
         try:
-            results = self._segment(frames, run, t0)
+            results = self._segment(batch)
         except Exception as exc:
-            self._failed(frames, exc)
+            self._failed(batch.frames, exc)
             return
         with self._lock:
             self.failed_in_a_row = 0
@@ -230,9 +222,8 @@ class SegmentStage:
 
     def _record_batch(self, frames: Sequence[Frame]) -> None:
         now = time.time()
-        with self.tracer.stage(
-            "batch", frames, **{"batch.fill_wait_s": self.queues.last_fill_wait}
-        ):
+        fill: dict[str, Any] = {"batch.fill_wait_s": self.queues.last_fill_wait}
+        with self.tracer.stage("batch", frames, **fill):
             pass
         if self.metrics is not None:
             self.metrics.batch_size.record(len(frames))
@@ -240,25 +231,21 @@ class SegmentStage:
             for f in frames:
                 self.metrics.queue_wait.record(max(0.0, now - f.capture_time))
 
-    def _segment(
-        self,
-        frames: Sequence[Frame],
-        run: Callable[[], list[Instances]],
-        t0: float | None = None,
-    ) -> list[FrameResult]:
-        t0, cpu0 = t0 or time.monotonic(), time.thread_time()
-        elsewhere0 = getattr(self.segmenter, "cpu_seconds", 0.0)  # a model in its own process
-        with self.tracer.stage("segment", frames, cameras=sorted({f.camera_id for f in frames})):
-            instances = run()
+    def _segment(self, batch: InFlight) -> list[FrameResult]:
+        frames = batch.frames
+        cameras = sorted({f.camera_id for f in frames})
+        with self.tracer.stage("segment", frames, start_time=batch.sent_ns, cameras=cameras):
+            instances = batch.future.result()
         cpu1 = time.thread_time()
-        elsewhere = getattr(self.segmenter, "cpu_seconds", 0.0) - elsewhere0
-        self.stats.add_cpu("model", cpu1 - cpu0 + elsewhere)
+        model_cpu = self.segmenter.cpu_seconds  # this batch's, and any other's since the last
+        self.stats.add_cpu("model", model_cpu - self._model_cpu)
+        self._model_cpu = model_cpu
         if len(instances) != len(frames):
             raise RuntimeError(
                 f"segmenter returned {len(instances)} results for {len(frames)} frames"
             )
         if self.metrics is not None:
-            self.metrics.stage_latency.record(time.monotonic() - t0, {"stage": "segment"})
+            self.metrics.stage_latency.record(time.monotonic() - batch.sent, {"stage": "segment"})
         out = []
         for f, inst in zip(frames, instances, strict=True):
             self.stats.segmented(f.camera_id)

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any, TextIO
 
-from streamseg.config.cameras import CameraConfig
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.hosting.build import build_model_stage
+from streamseg.hosting.health import model_counts, model_health
+from streamseg.ingest.config import CameraConfig
 from streamseg.runtime.factory import (
     build_clip_hook,
-    build_model_stage,
     build_pipeline,
     build_swap_controller,
     build_tracker,
@@ -30,8 +31,8 @@ from streamseg.runtime.factory import (
     decode_device,
     open_camera,
 )
-from streamseg.runtime.model_health import model_counts, model_health
 from streamseg.runtime.pipeline import Pipeline
+from streamseg.runtime.protocols import SegmenterLike, Tracker
 from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter
@@ -168,51 +169,13 @@ class Service:
             forget_camera(self, camera_id)
 
     def _console(self) -> Any:
-        """The console's ``setup(app)`` (``streamseg.console``)."""
-        from streamseg.config.loader import validate_pipeline
-        from streamseg.console.editor import PipelineEditor
-        from streamseg.console.live import LiveView
-        from streamseg.console.server import Console
-        from streamseg.runtime.console import ServiceConsole
+        """The console's ``setup(app)`` (``streamseg.runtime.console.build_console``)."""
+        from streamseg.runtime.console import build_console, event_log
 
-        h = self.config.http
-        backend = ServiceConsole(self)
-        self.events = self._event_log() if h.snapshots else None
-        self.live = LiveView(
-            trail_length=h.trail_length,
-            events=self.events,
-            rules_of=lambda cid: backend.alerts().cameras.get(cid),
-        )
-        editor = (
-            PipelineEditor(self.pipeline_path, validate=validate_pipeline)
-            if self.pipeline_path
-            else None
-        )
-        console = Console(
-            backend=backend, live=self.live, http=h, editor=editor, events=self.events
-        )
-        return console.install
-
-    def _event_log(self) -> Any:
-        import tempfile
-        from pathlib import Path
-
-        from streamseg.console.events import EventLog
-
-        h = self.config.http
-        if h.snapshot_dir is not None:
-            folder = Path(h.snapshot_dir)
-        else:
-            self._snapshot_tmp = tempfile.TemporaryDirectory(prefix="streamseg-snapshots-")
-            folder = Path(self._snapshot_tmp.name)
-        log.info("console: alert snapshots in %s", folder)
-        return EventLog(
-            folder=folder,
-            max_bytes=int(h.snapshot_max_mb * 2**20),
-            retention=h.snapshot_retention_hours * 3600,
-            max_width=h.live_width,
-            quality=h.jpeg_quality,
-        )
+        if self.config.http.snapshots:
+            self.events, self._snapshot_tmp = event_log(self.config.http)
+        self.live, install = build_console(self, events=self.events)
+        return install
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         """Build every stage; ``None`` when asked to stop meanwhile.
@@ -225,10 +188,10 @@ class Service:
         """
         import torch
 
-        from streamseg.runtime.memory import keep_heap_memory
-        from streamseg.runtime.model_process import StartCancelled
+        from streamseg.hosting.memory import keep_heap_memory
+        from streamseg.hosting.process import StartCancelled
 
-        keep_heap_memory()  # before the model's first batch (runtime/memory.py)
+        keep_heap_memory()  # before the model's first batch (hosting/memory.py)
         torch.set_num_threads(self.config.runtime.inference_threads())
         check_rules_early(self.config)
         if self.config.tracking.enabled or self.config.alerts.enabled:
@@ -244,8 +207,7 @@ class Service:
             if self._stop.is_set():
                 return None
             tracker = build_tracker(self.config, segmenter.class_names)  # RuleError
-            if tracker is not None:
-                built.callback(tracker.close)
+            built.callback(tracker.close)
             self.model_loaded = True
             if self.events is not None:
                 self.events.class_names = tuple(segmenter.class_names)
@@ -283,8 +245,8 @@ class Service:
     def _new_pipeline(
         self,
         telemetry: Telemetry,
-        segmenter: Any,
-        tracker: Any,
+        segmenter: SegmenterLike,
+        tracker: Tracker,
         sources: dict[str, Any],
         metrics: PipelineMetrics,
         swap: Any,
@@ -333,7 +295,7 @@ class Service:
 
     def _wait(self, pipeline: Pipeline) -> bool:
         while not pipeline.wait(0.2):
-            stop_time = pipeline._stop_time
+            stop_time = pipeline.stopped_at
             if stop_time is not None and time.monotonic() - stop_time > pipeline.drain_timeout + 2:
                 return False
         return True
@@ -349,7 +311,7 @@ class Service:
             log.error("runtime: stopped because of a failure: %s", describe_error(pipeline.failure))
 
     def model_health(self) -> dict[str, Any]:
-        """``/readyz``'s ``model`` (``streamseg.runtime.model_health``)."""
+        """``/readyz``'s ``model`` (``streamseg.hosting.health``)."""
         return model_health(self.pipeline, loaded=self.model_loaded, arch=self.config.model.arch)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -357,7 +319,7 @@ class Service:
 
         Ready: the model runs (loaded, not being restarted), every sink
         answers, at least one camera is streaming (or a file is done) and the
-        service is not stopping. ``model``: ``streamseg.runtime.model_health``;
+        service is not stopping. ``model``: ``streamseg.hosting.health``;
         ``cameras[id].counts``: the frame counters and ``sinks``: ``{name:
         {type, connected, buffered, published, lost, errors, reconnects}}``,
         in the words of ``streamseg.telemetry.counters``.

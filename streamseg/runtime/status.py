@@ -86,7 +86,7 @@ class StatusReporter:
         stream: TextIO | None = None,
     ) -> None:
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.tty = self.stream.isatty()
         self.interval = 1.0 if self.tty else interval
         self._stats, self._states, self._sinks = stats, states, sinks
         self._stop = threading.Event()

@@ -19,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -36,7 +38,9 @@ from streamseg.segment.preprocess import ModelInput, padded_size, preprocess, re
 from streamseg.segment.staging import FrameStaging
 from streamseg.types import FrameBatch, Instances
 
-__all__ = ["Segmenter", "load_model"]
+__all__ = ["Segmenter", "done_future", "load_model"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("streamseg.segment")
 
@@ -63,7 +67,9 @@ class Segmenter:
             ``score_threshold``, ``min_size``, ...).
 
     ``segment`` and ``load_weights`` may be called from different threads;
-    a swap waits for the running batch.
+    a swap waits for the running batch. ``submit`` is ``segment`` as a done
+    future: the interface a model in its own process shares
+    (``streamseg.runtime.protocols.SegmenterLike``).
     """
 
     def __init__(
@@ -98,6 +104,7 @@ class Segmenter:
         self._options = dict(model_options)
         self._lock = threading.Lock()
         self._staging = FrameStaging(self.device)
+        self.cpu_seconds = 0.0  # CPU time of the threads that called segment(), every batch
         model, self._class_names = load_model(arch, weights, self._options)
         self._model = self._place(model)
         self._state: dict[str, Tensor] = dict(self._model.state_dict(keep_vars=True))
@@ -180,6 +187,7 @@ class Segmenter:
         """
         if len(batch) == 0:
             return []
+        cpu0 = time.thread_time()
         with self._lock, torch.inference_mode():
             inputs = self.prepare(batch.images)
             with autocast(self.device, self.precision):
@@ -187,7 +195,17 @@ class Segmenter:
             results: list[Instances] = self._model.postprocess(  # type: ignore[operator]
                 outputs, inputs.image_sizes, inputs.frame_sizes, mask_crops=self.mask_crops
             )
+            self.cpu_seconds += time.thread_time() - cpu0
         return results
+
+    def submit(self, batch: FrameBatch) -> Future[list[Instances]]:
+        """:meth:`segment` now, in the caller's thread; its result (or the
+        exception it raised) as a done future."""
+        return done_future(self.segment, batch)
+
+    def health(self) -> None:
+        """A model in this process has no process of its own to report (``None``)."""
+        return None
 
     def warm_up(self) -> float:
         """Segment one blank frame; the seconds it took.
@@ -258,6 +276,16 @@ class Segmenter:
         """Release the backend (compiled code) and the model."""
         with self._lock:
             self.backend.close()
+
+
+def done_future(run: Callable[[FrameBatch], T], batch: FrameBatch) -> Future[T]:
+    """``run(batch)`` now; a future that holds its result, or the exception it raised."""
+    future: Future[T] = Future()
+    try:
+        future.set_result(run(batch))
+    except Exception as exc:
+        future.set_exception(exc)
+    return future
 
 
 def _resized(image: Tensor, spec: InputSpec) -> tuple[int, int]:

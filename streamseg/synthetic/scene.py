@@ -27,7 +27,6 @@ import collections
 import dataclasses
 import math
 import threading
-import urllib.parse
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
@@ -41,9 +40,9 @@ from streamseg.synthetic.motion import (
     RandomObjects,
     ScriptedObjects,
 )
+from streamseg.synthetic.options import URL_PARAMETERS, check_options, parse_synthetic_url
 from streamseg.synthetic.render import composite
 from streamseg.synthetic.sprites import (
-    LEVEL_MARGIN,
     Sprite,
     make_background,
     make_noise_field,
@@ -145,7 +144,7 @@ class SyntheticScene:
         min_visible_pixels: int = 20,
         stuff: bool = False,
     ) -> None:
-        _check_options(height, width, fps, num_objects, num_frames, noise, shake)
+        check_options(height, width, fps, num_objects, num_frames, noise, shake)
         if min_visible_pixels < 1:
             raise ValueError(f"min_visible_pixels must be >= 1, got {min_visible_pixels}")
         self.seed, self.height, self.width, self.fps = (
@@ -339,90 +338,3 @@ def _mix(seed: int, index: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
     return z ^ (z >> 31)
-
-
-def _check_options(
-    height: int,
-    width: int,
-    fps: float,
-    num_objects: int,
-    num_frames: int | None,
-    noise: int,
-    shake: float,
-) -> None:
-    if not (16 <= height <= 8192 and 16 <= width <= 8192):
-        raise ValueError(f"height and width must be 16..8192 pixels, got {height}x{width}")
-    if not (math.isfinite(fps) and 0 < fps <= 1000):
-        raise ValueError(f"fps must be > 0 and <= 1000, got {fps}")
-    if num_objects < 0 or num_objects > 1000:
-        raise ValueError(f"objects (num_objects) must be 0..1000, got {num_objects}")
-    if num_frames is not None and num_frames < 1:
-        raise ValueError(
-            f"frames (num_frames) must be >= 1 (or None for endless), got {num_frames}"
-        )
-    if not 0 <= noise <= LEVEL_MARGIN:
-        raise ValueError(f"noise must be 0..{LEVEL_MARGIN} levels, got {noise}")
-    if not (math.isfinite(shake) and 0.0 <= shake <= 0.1):
-        raise ValueError(f"shake must be 0..0.1 (fraction of the frame), got {shake}")
-
-
-# URL parameter -> (constructor keyword, type, what it means)
-URL_PARAMETERS: dict[str, tuple[str, type, str]] = {
-    "seed": ("seed", int, "random seed (integer)"),
-    "width": ("width", int, "frame width, pixels"),
-    "height": ("height", int, "frame height, pixels"),
-    "fps": ("fps", float, "frames per second"),
-    "objects": ("num_objects", int, "random objects at a time"),
-    "frames": ("num_frames", int, "number of frames (default: endless)"),
-    "noise": ("noise", int, "sensor noise, levels 0..8"),
-    "shake": ("shake", float, "camera shake, fraction of the frame 0..0.1"),
-    "min_pixels": ("min_visible_pixels", int, "smallest visible object kept in the gt"),
-    "stuff": ("stuff", int, "1: ground, road and water regions under the objects"),
-}
-
-
-def parse_synthetic_url(url: str) -> dict[str, Any]:
-    """``synthetic://?k=v&...`` -> :class:`SyntheticScene` keyword arguments.
-
-    Raises:
-        ValueError: not a ``synthetic://`` URL, an unknown or repeated
-            parameter, or a value of the wrong type; the message names the
-            parameter and lists the valid ones.
-    """
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() != "synthetic":
-        raise ValueError(f"{url!r} is not a synthetic:// URL (e.g. synthetic://?seed=1&fps=15)")
-    valid = ", ".join(URL_PARAMETERS)
-    options: dict[str, Any] = {}
-    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if name not in URL_PARAMETERS:
-            raise ValueError(f"{url}: unknown parameter {name!r}; valid parameters: {valid}")
-        keyword, kind, meaning = URL_PARAMETERS[name]
-        if keyword in options:
-            raise ValueError(f"{url}: parameter {name!r} is given more than once")
-        try:
-            options[keyword] = kind(value)
-        except ValueError:
-            kind_text = "an integer" if kind is int else "a number"
-            raise ValueError(
-                f"{url}: parameter {name}={value!r} must be {kind_text} ({meaning})"
-            ) from None
-    probe = {k: options.get(k, v) for k, v in _DEFAULTS.items()}
-    try:
-        _check_options(**probe)
-    except ValueError as exc:
-        raise ValueError(f"{url}: {exc}") from None
-    if options.get("min_visible_pixels", 1) < 1:
-        raise ValueError(f"{url}: min_pixels must be >= 1")
-    return options
-
-
-_DEFAULTS: dict[str, Any] = {
-    "height": 360,
-    "width": 640,
-    "fps": 15.0,
-    "num_objects": 6,
-    "num_frames": None,
-    "noise": 2,
-    "shake": 0.0,
-}

@@ -90,8 +90,20 @@ class FrameTracer:
             return len(self._open)
 
     @contextlib.contextmanager
-    def stage(self, name: str, frames: Sequence[Frame], **attributes: Any) -> Iterator[Span | None]:
-        """A span for one stage working on one batch, linked to the batch's frames."""
+    def stage(
+        self,
+        name: str,
+        frames: Sequence[Frame],
+        *,
+        start_time: int | None = None,
+        **attributes: Any,
+    ) -> Iterator[Span | None]:
+        """A span for one stage working on one batch, linked to the batch's frames.
+
+        ``start_time``: when the work began, epoch nanoseconds (default: now),
+        for a stage whose work began before the span could (a batch handed to
+        the model, whose span ends when its results are there).
+        """
         if not self.enabled:
             yield None
             return
@@ -102,6 +114,7 @@ class FrameTracer:
             context=trace.set_span_in_context(trace.INVALID_SPAN),
             links=links,
             attributes=attrs,
+            start_time=start_time,
         ) as span:
             yield span
 

@@ -18,12 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from streamseg.config.errors import ConfigError, ConfigIssue
-from streamseg.models.checkpoint import CheckpointError
+from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.train.checkpointing import (
-    check_style,
-    read_training_state,
-    restore_rng,
     save_model_checkpoint,
 )
 from streamseg.train.config import TrainConfig
@@ -31,19 +27,20 @@ from streamseg.train.datasets import build_dataset, resolve_class_names
 from streamseg.train.distributed import DistInfo, init_from_env, shutdown
 from streamseg.train.evaluate import evaluate_model
 from streamseg.train.hooks import CheckpointHook, EvalHook, MetricsHook, MetricsLog
+from streamseg.train.loader import build_loader
 from streamseg.train.modeling import build_train_model, input_spec, model_meta
 from streamseg.train.norm_init import init_frozen_norms
-from streamseg.train.sampler import MicroBatchSampler, mix_seed
+from streamseg.train.resume import resume_run
+from streamseg.train.sampler import MicroBatchSampler
 from streamseg.train.solver import build_optimizer, build_scheduler, configure_tf32, make_scaler
 from streamseg.train.trainer import (
     HookBase,
     Trainer,
-    make_iterator,
     run_with_signals,
 )
-from streamseg.train.transforms import TrainSample, TrainTransform, train_batch
+from streamseg.train.transforms import TrainTransform, train_batch
 
-__all__ = ["TrainResult", "TrainingView", "oom_hint", "run_training"]
+__all__ = ["TrainResult", "oom_hint", "run_training"]
 
 log = logging.getLogger("streamseg.train")
 
@@ -59,20 +56,6 @@ class TrainResult:
     best: float | None
     best_iteration: int | None
     eval: dict[str, Any]
-
-
-class TrainingView:
-    """Training samples by ``(position, index)``: augmentation seeded per position."""
-
-    def __init__(self, dataset: Any, transform: TrainTransform, seed: int) -> None:
-        self.dataset = dataset
-        self.transform = transform
-        self.seed = seed
-
-    def __getitem__(self, key: tuple[int, int]) -> tuple[int, TrainSample]:
-        position, index = key
-        generator = torch.Generator().manual_seed(mix_seed(self.seed, 1, position))
-        return position, self.transform(self.dataset[index], generator)
 
 
 def oom_hint(cfg: TrainConfig) -> str:
@@ -265,10 +248,10 @@ def _run(
     scaler = make_scaler(cfg.solver.precision, device.type)
     start_iter, hook_states = 0, dict[str, Any]()
     if resume:
-        start_iter, hook_states = _resume(
+        start_iter, hook_states = resume_run(
             out_dir / "last.pth", cfg, info, model, optimizer, scheduler, scaler
         )
-    sampler, batches = _data(cfg, info, device, model, train_set, start_iter)
+    sampler, batches = build_loader(cfg, info, device, model, train_set, start_iter)
     eval_hook = _eval_hook(cfg, info, device, model, val_set, class_names)
     run = _Run(cfg, info, device, out_dir, class_names, options, model, sampler, eval_hook)
     hooks = [_IterationTracker(run), *run.hooks(start_iter), *extra_hooks]
@@ -331,101 +314,6 @@ def _wrap_ddp(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Modu
         # Detection heads can leave parameters unused in a step (no positive RoI).
         find_unused_parameters=True,
     )
-
-
-def _resume(
-    path: Path,
-    cfg: TrainConfig,
-    info: DistInfo,
-    model: nn.Module,
-    optimizer: Any,
-    scheduler: Any,
-    scaler: Any,
-) -> tuple[int, dict[str, Any]]:
-    model_state, meta, state = read_training_state(path)
-    if meta.get("arch") != cfg.model.arch:
-        raise CheckpointError(
-            f"{path} is a {meta.get('arch')!r} run but model.arch is {cfg.model.arch!r}"
-        )
-    check_style(model, meta, str(path))
-    model.load_state_dict(model_state)
-    optimizer.load_state_dict(state["optimizer"])
-    # The schedule itself comes from the config (so `--set solver.iterations=N` on
-    # resume reshapes it); only its position is restored.
-    saved_schedule = dict(state["scheduler"])
-    saved_schedule["lr_lambdas"] = [None] * len(saved_schedule.get("lr_lambdas", [None]))
-    scheduler.load_state_dict(saved_schedule)
-    _reapply_schedule(optimizer, scheduler, cfg.solver.lr)
-    if state["scaler"]:  # empty when the run was not fp16: a new scaler starts
-        scaler.load_state_dict(state["scaler"])
-    restore_rng(state["rng"])
-    data = state["data"]
-    effective = (info.world_size, cfg.solver.accumulation, cfg.solver.batch_size)
-    saved = (data["world_size"], data["accumulation"], data["batch_size"])
-    if effective != saved or data["seed"] != cfg.solver.seed:
-        log.warning(
-            "resuming with (processes, accumulation, batch_size, seed) = %s instead of %s: "
-            "training goes on, but not in the exact data order of the original run",
-            (*effective, cfg.solver.seed),
-            (*saved, data["seed"]),
-        )
-    log.info("resumed from %s at iteration %d (epoch %d)", path, state["iteration"], data["epoch"])
-    return int(state["iteration"]), dict(state.get("hooks", {}))
-
-
-def _reapply_schedule(optimizer: Any, scheduler: Any, lr: float) -> None:
-    """Set each group's LR from the config's schedule at the restored position.
-
-    The optimiser state holds the LR the saved run's schedule chose for the
-    next step; with a changed ``solver.iterations`` (or ``solver.lr``, or
-    warm-up) that value belongs to the old schedule. Unchanged, this computes
-    exactly the saved value.
-    """
-    scheduler.base_lrs = [lr] * len(optimizer.param_groups)
-    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
-        group["initial_lr"] = lr
-        group["lr"] = lr * factor(scheduler.last_epoch)
-
-
-def _data(
-    cfg: TrainConfig,
-    info: DistInfo,
-    device: torch.device,
-    model: nn.Module,
-    train_set: Any,
-    start_iter: int,
-) -> tuple[MicroBatchSampler, Any]:
-    spec = input_spec(model)
-    indices = [
-        i for i in range(len(train_set)) if not cfg.data.skip_empty or train_set.has_instances(i)
-    ]
-    sampler = MicroBatchSampler(
-        indices=indices,
-        batch_size=cfg.solver.batch_size,
-        world_size=info.world_size,
-        rank=info.rank,
-        accumulation=cfg.solver.accumulation,
-        seed=cfg.solver.seed,
-        start_iteration=start_iter,
-    )
-    transform = TrainTransform(
-        min_sizes=tuple(cfg.data.min_size or (spec.min_size,)),
-        max_size=cfg.data.max_size or spec.max_size,
-        hflip_prob=cfg.data.hflip,
-    )
-    loader: Any = torch.utils.data.DataLoader(
-        TrainingView(train_set, transform, cfg.solver.seed),  # type: ignore[arg-type]
-        batch_sampler=sampler,
-        num_workers=cfg.data.workers,
-        collate_fn=list,
-        pin_memory=device.type == "cuda",
-        persistent_workers=cfg.data.workers > 0,
-    )
-
-    def to_inputs(samples: list[TrainSample]) -> Any:
-        return train_batch(samples, spec, device)
-
-    return sampler, make_iterator(loader, to_inputs, cfg.solver.batch_size)
 
 
 def _eval_hook(

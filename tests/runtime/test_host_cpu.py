@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from streamseg.bench.clips import MemorySource
+from streamseg.bench.oracle import OracleSegmenter
 from streamseg.config import load_pipeline
 from streamseg.config.runtime import RuntimeConfig
-from streamseg.runtime.bench import MemorySource
 from streamseg.runtime.factory import build_pipeline
-from streamseg.runtime.oracle import OracleSegmenter
 from streamseg.synthetic.scene import SyntheticScene
 from tests.support.serve import service_pipeline
 from tests.support.servers import RedisServer

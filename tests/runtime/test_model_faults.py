@@ -21,18 +21,19 @@ from pathlib import Path
 
 import pytest
 
+from streamseg.bench.clips import MemorySource
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.errors import StartupError
-from streamseg.ingest.spec import SourceError
-from streamseg.models.checkpoint import CheckpointError
-from streamseg.runtime.bench import MemorySource
-from streamseg.runtime.factory import build_model_stage, build_pipeline
-from streamseg.runtime.model_process import (
+from streamseg.hosting.build import build_model_stage
+from streamseg.hosting.process import (
     MAX_ENDED_IN_A_ROW,
     ModelProcess,
     ModelProcessError,
     _backoff,
 )
+from streamseg.ingest.spec import SourceError
+from streamseg.models.checkpoint import CheckpointError
+from streamseg.runtime.factory import build_pipeline
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.segmenting import MAX_FAILED_IN_A_ROW
 from streamseg.segment.backends import BackendError
@@ -200,7 +201,7 @@ def test_restart_backoff_grows_to_a_bound() -> None:
 _PARENT = """
 import sys, threading, time
 from streamseg.segment.config import ModelConfig
-from streamseg.runtime.model_process import ModelProcess
+from streamseg.hosting.process import ModelProcess
 model = ModelConfig(arch="maskrcnn_small_faulty", weights=sys.argv[1], batch_size=1)
 threading.Thread(target=ModelProcess, args=(model,), kwargs={"threads": 1}, daemon=True).start()
 time.sleep(600)

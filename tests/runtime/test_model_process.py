@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from streamseg.bench.clips import MemorySource
 from streamseg.config import ConfigError, load_pipeline
+from streamseg.hosting.build import build_model_stage, build_segmenter
+from streamseg.hosting.process import ModelProcess, ModelProcessError
 from streamseg.models.checkpoint import CheckpointError
-from streamseg.runtime.bench import MemorySource
-from streamseg.runtime.factory import build_model_stage, build_pipeline, build_segmenter
-from streamseg.runtime.model_process import ModelProcess, ModelProcessError
+from streamseg.runtime.factory import build_pipeline
 from streamseg.segment.config import ModelConfig
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Frame, FrameBatch, Instances, MaskCrops

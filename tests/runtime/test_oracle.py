@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from streamseg.runtime.oracle import FrameTruth, OracleSegmenter
+from streamseg.bench.oracle import FrameTruth, OracleSegmenter
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import FrameBatch
 

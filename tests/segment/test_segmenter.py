@@ -10,6 +10,7 @@ import torch
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError, save_checkpoint
 from streamseg.segment import Segmenter
+from streamseg.segment.segmenter import done_future
 from streamseg.types import FrameBatch, Instances
 from tests.segment.conftest import SMALL, scene_batch
 
@@ -50,6 +51,23 @@ def test_a_batch_equals_its_frames_one_by_one(segmenter: Segmenter, batch2: Fram
     together = segmenter.segment(batch2)
     alone = [segmenter.segment(FrameBatch((f,)))[0] for f in batch2.frames]
     _assert_same(together, alone)
+
+
+def test_submit_is_segment_as_a_done_future(segmenter: Segmenter, batch2: FrameBatch) -> None:
+    """The pipeline's one interface (``submit``): in this process the batch runs
+    at once, its result or its error in a done future, its CPU time counted."""
+    cpu0 = segmenter.cpu_seconds
+    future = segmenter.submit(batch2)
+    assert future.done()
+    assert segmenter.cpu_seconds > cpu0
+    _assert_same(future.result(), segmenter.segment(batch2))
+    assert segmenter.health() is None  # no process of its own
+
+    def refuse(batch: FrameBatch) -> list[Instances]:
+        raise RuntimeError(f"no model for {len(batch)} frames")
+
+    failed = done_future(refuse, batch2)  # what submit does with a batch that raises
+    assert failed.done() and "no model for 2 frames" in str(failed.exception())
 
 
 def test_class_names_and_empty_batch(segmenter: Segmenter) -> None:

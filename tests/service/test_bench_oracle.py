@@ -11,8 +11,8 @@ import orjson
 import pytest
 import torch
 
+from streamseg.bench.report import HOST_STAGES
 from streamseg.ops import rle_to_mask  # type: ignore[attr-defined]
-from streamseg.runtime.bench import HOST_STAGES
 from streamseg.runtime.stats import STAGE_CPU
 from streamseg.synthetic.scene import SyntheticScene
 from tests.support.serve import service_pipeline

@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from streamseg.config.redis import RedisConfig
 from streamseg.ops.rle import mask_to_rle
 from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.redis_streams import build_sink
 from streamseg.types import Event, Frame, FrameResult, Instances
 

@@ -18,8 +18,8 @@ from typing import Any
 import av
 import numpy as np
 
+from streamseg.bench.oracle import FrameTruth
 from streamseg.publish.encode import MessageEncoder
-from streamseg.runtime.oracle import FrameTruth
 from streamseg.synthetic.export import write_scene
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import FrameResult

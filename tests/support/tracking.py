@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from streamseg.config.alerts import AlertsConfig
-from streamseg.config.tracking import TrackingConfig
+from streamseg.track.alerts import AlertsConfig
+from streamseg.track.config import TrackingConfig
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Event, Frame, FrameResult, Instances, MaskCrops, Regions
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from streamseg.bench.report import latency_ms
+from streamseg.bench.runs import raise_failed_batches, timed_pipeline
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.runtime.bench import latency_ms, raise_failed_batches, timed_pipeline
 from streamseg.runtime.factory import decode_device, open_camera
 from streamseg.runtime.protocols import SegmenterLike
 from streamseg.runtime.segmenting import describe_error
@@ -59,7 +60,8 @@ def run_live(
     samples = [(c, lat) for c, t, lat in stats.latency_samples() if t0 <= t <= t1]
     cameras: dict[str, Any] = {}
     for cid in sources:
-        counts = {word: n - getattr(before[cid], word) for word, n in after[cid].as_dict().items()}
+        was = before[cid].as_dict()
+        counts = {word: n - was[word] for word, n in after[cid].as_dict().items()}
         read, segmented = counts["read"], counts["segmented"]
         cameras[cid] = {
             "state": states[cid][0],

@@ -1,7 +1,7 @@
 """A zero-cost "model" for benchmarks: the synthetic scene's exact instances.
 
 ``OracleSegmenter`` has the ``Segmenter`` interface (``class_names``,
-``segment(batch)``, ``warm_up``, ``close``) but runs no network: for each
+``segment(batch)``, ``submit(batch)``, ``warm_up``, ``close``) but runs no network: for each
 frame it returns the ground truth of the scene frame it shows (boxes,
 labels, masks, score 1), found by the frame's camera and
 ``Frame.seq``. Sources number frames from 0 in the order they read them
@@ -24,11 +24,14 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 
 import torch
 from torch import Tensor
 
+from streamseg.segment.segmenter import done_future
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import FrameBatch, Instances, MaskCrops
 
@@ -101,6 +104,7 @@ class OracleSegmenter:
     ) -> None:
         self._truth = dict(truth)
         self._class_names = tuple(class_names)
+        self.cpu_seconds = 0.0  # CPU time of segment(), every batch (the pipeline's "model")
 
     @classmethod
     def from_scene(
@@ -116,6 +120,7 @@ class OracleSegmenter:
 
     def segment(self, batch: FrameBatch) -> list[Instances]:
         """The ground truth of each frame of ``batch``, in order."""
+        cpu0 = time.thread_time()
         out = []
         for frame in batch:
             frames = self._truth.get(frame.camera_id, ())
@@ -131,7 +136,21 @@ class OracleSegmenter:
                     f"{frame.size}, its ground truth {truth.image_size}"
                 )
             out.append(truth.instances())
+        self.cpu_seconds += time.thread_time() - cpu0
         return out
+
+    def submit(self, batch: FrameBatch) -> Future[list[Instances]]:
+        """:meth:`segment` as a done future (``SegmenterLike``)."""
+        return done_future(self.segment, batch)
+
+    @property
+    def ops_on_reference(self) -> dict[str, str]:
+        """No post-processing op runs here."""
+        return {}
+
+    def health(self) -> None:
+        """No process of its own."""
+        return None
 
     def warm_up(self) -> float:
         return 0.0

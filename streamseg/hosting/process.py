@@ -7,34 +7,7 @@ waits for them and pays for every hand-over (docs/operations.md, "Threads,
 the GIL and small torch calls"). In its own process the model has a GIL
 to itself.
 
-How: :class:`ModelProcess` stands in for the segmenter in the pipeline. A
-batch's frames are copied into one shared memory block (grown when a batch
-needs more), a small header goes through a pipe, and the worker
-(:mod:`streamseg.runtime.model_worker`) answers with the instances as numpy
-arrays (masks as box-local crops, packed in one array). Two batches may be
-in flight, each in its own block: the pipeline sends the next batch while
-the worker runs one, which hides the round trip. The worker's log records
-come back to this process's handlers (redaction included).
-
-Failures reach the caller at once, never as a silent wait:
-
-* an exception in the worker (building the model, warm-up, a batch) is
-  raised here as it is (a :class:`streamseg.errors.StartupError` keeps its
-  field and fix), or as a ``ModelProcessError`` naming its type and message;
-* a worker that ends (killed, crashed) is started again at once, with the
-  weights last loaded, and the batches it held are sent to the new one:
-  nothing is lost. A batch sent twice to workers that both ended fails
-  with a ``ModelProcessError`` saying how the last one ended (exit code or
-  signal); so does every batch once ``MAX_ENDED_IN_A_ROW`` workers in a
-  row ended without answering one (it gives up);
-* a worker that answers nothing for ``answer_timeout`` seconds is ended,
-  and its batches handled the same way;
-* a start that takes long is logged every ``STILL_STARTING_S`` seconds.
-
-Workers are started again after a backoff that grows while they keep
-ending without answering a batch (:meth:`ModelProcess.health` shows it).
-Hot swap loads new weights in the worker; a refused checkpoint raises here
-as it would in process and the old weights stay.
+How, and what a worker that ends or hangs does: :mod:`streamseg.hosting`.
 """
 
 from __future__ import annotations
@@ -43,8 +16,6 @@ import collections
 import contextlib
 import logging
 import multiprocessing
-import multiprocessing.connection
-import os
 import threading
 import time
 from concurrent.futures import Future
@@ -52,26 +23,15 @@ from typing import Any
 
 import torch
 
-from streamseg.config.model import ModelConfig
-from streamseg.runtime.model_worker import (
-    FrameBlocks,
-    ModelProcessError,
-    Pending,
-    forward_logs,
-    how_ended,
-    run_worker,
-    unpack_instances,
-)
+from streamseg.hosting.child import Child, Pending, StartCancelled, how_ended
+from streamseg.hosting.wire import FrameBlocks, ModelProcessError, unpack_instances
+from streamseg.segment.config import ModelConfig
 from streamseg.types import FrameBatch, Instances
 
 __all__ = ["ModelProcess", "ModelProcessError", "StartCancelled"]
 
 log = logging.getLogger("streamseg.runtime")
 
-# Seconds a worker may take to build and warm up its model.
-START_TIMEOUT = 900.0
-# A start that takes longer is logged again every this many seconds.
-STILL_STARTING_S = 30.0
 # Seconds a worker may take to answer one request before it is ended.
 ANSWER_TIMEOUT = 120.0
 # The longest wait before starting a worker again, seconds (see _backoff).
@@ -80,10 +40,6 @@ MAX_RESTART_BACKOFF = 10.0
 MAX_ENDED_IN_A_ROW = 4
 # How often one batch is sent to a worker (once more when the first ended).
 SENDS = 2
-
-
-class StartCancelled(ModelProcessError):
-    """The first start was cancelled (the service was asked to stop meanwhile)."""
 
 
 class ModelProcess:
@@ -138,120 +94,58 @@ class ModelProcess:
         self._pending: collections.deque[Pending] = collections.deque()
         self._again: list[Pending] = []  # batches of a worker that ended, for the next
         self._weights: str | None = None  # the last hot-swapped checkpoint
-        self._proc: Any = None
-        self._conn: multiprocessing.connection.Connection | None = None
+        self._child: Child | None = None
         self._reader: threading.Thread | None = None
         # Whether the reader still takes answers. It stops at the worker's end
         # of the pipe, which can come a moment before is_alive() turns False;
         # a request sent after that would never be answered.
         self._reading = False
         self._ended_why: str | None = None  # set by the reader when it ends the worker
-        self._logs: Any = None
-        self._logs_done: threading.Event  # made with each worker's log queue
-        self._log_thread: threading.Thread | None = None
         self._closed = False
         self.class_names: tuple[str, ...] = ()
+        # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
+        self.ops_on_reference: dict[str, str] = {}
         with self._cond:
             self._start(cancel)
 
     # -- the worker's life (called with the lock held) -------------------------
     def _start(self, cancel: threading.Event | None = None) -> None:
         self._state = "starting"
-        self._logs = self._ctx.Queue()
-        self._logs_done = threading.Event()
-        self._log_thread = threading.Thread(
-            target=forward_logs,
-            args=(self._logs, self._logs_done),
-            name="model-process-logs",
-            daemon=True,
-        )
-        self._log_thread.start()
-        ours, theirs = self._ctx.Pipe()
-        level = logging.getLogger().getEffectiveLevel()
-        self._proc = self._ctx.Process(
-            target=run_worker,
-            args=(theirs, self._logs, self.model_config, self.threads, level, os.getpid()),
-            name="streamseg-model",
-            daemon=True,
-        )
-        self._proc.start()
-        theirs.close()
-        self._conn = ours
-        log.info("model: started its own process (pid %d)", self._proc.pid)
+        child = self._child = Child(self._ctx, self.model_config, self.threads)
         try:
-            reply = self._first_answer(ours, self._proc, cancel)
+            reply = child.first_answer(cancel)
         except BaseException as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
             self._stop_worker(timeout=0.0 if isinstance(exc, StartCancelled) else 5.0)
             self._state = "failed"
             self._ended_in_a_row += 1
             raise
+        self._worker_cpu = float(reply["process_cpu"])
         self.class_names = tuple(reply["class_names"])
-        # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
-        self.ops_on_reference: dict[str, str] = dict(reply.get("ops_on_reference", {}))
+        self.ops_on_reference = dict(reply.get("ops_on_reference", {}))
         self._reader = threading.Thread(
             target=self._read_answers,
-            args=(ours, self._proc),
+            args=(child.conn, child.proc),
             name="model-process-answers",
             daemon=True,
         )
         self._reading, self._ended_why, self._state = True, None, "running"
         self._reader.start()
 
-    def _first_answer(self, conn: Any, proc: Any, cancel: threading.Event | None) -> dict[str, Any]:
-        start = time.monotonic()
-        said = start
-        while not conn.poll(0.1):
-            now = time.monotonic()
-            if cancel is not None and cancel.is_set():
-                raise StartCancelled("the model's start was cancelled")
-            if not proc.is_alive():
-                raise ModelProcessError(f"the model's process {how_ended(proc)} while starting")
-            if now - start > START_TIMEOUT:
-                raise ModelProcessError(f"the model's process did not start in {START_TIMEOUT} s")
-            if now - said >= STILL_STARTING_S:
-                said, took = now, now - start
-                log.warning("model: its process (pid %d) still starts after %.0f s", proc.pid, took)
-        try:
-            kind, payload = conn.recv()
-        except (EOFError, OSError) as exc:
-            proc.join(1.0)
-            raise ModelProcessError(
-                f"the model's process {how_ended(proc)} while starting"
-            ) from exc
-        if kind == "error":
-            raise payload
-        self._worker_cpu = float(payload["process_cpu"])
-        return dict(payload)
-
     def _stop_worker(self, timeout: float = 10.0) -> None:
-        conn, proc, reader = self._conn, self._proc, self._reader
-        self._conn = self._proc = self._reader = None
-        if conn is not None:
-            with contextlib.suppress(OSError, ValueError):
-                conn.send(("close",))
-        if proc is not None:
-            self._cond.release()  # the reader may need the lock to finish
-            try:
-                proc.join(timeout)
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join(5.0)
-                if reader is not None:
-                    reader.join(5.0)
-            finally:
-                self._cond.acquire()
-        if conn is not None:
-            conn.close()
-        if self._logs is not None:
-            # Not a marker put on the queue: a worker killed while writing a
-            # record holds the queue's write lock, and a put from here would
-            # then leave a thread that blocks this process's exit.
-            self._logs_done.set()
-            if self._log_thread is not None:
-                self._log_thread.join(5.0)
-            self._logs.close()
-            self._logs = None
+        child, reader = self._child, self._reader
+        self._child = self._reader = None
+        if child is None:
+            return
+        child.ask_to_close()
+        self._cond.release()  # the reader may need the lock to finish
+        try:
+            child.join(timeout)
+            if reader is not None:
+                reader.join(5.0)
+        finally:
+            self._cond.acquire()
+        child.release()
 
     def _ensure_running(self) -> None:
         """Start a new worker if the last one ended (once its answers are all
@@ -262,7 +156,7 @@ class ModelProcess:
                 raise ModelProcessError("the model's process is closed")
             if self._gave_up is not None:
                 raise self._gave_up
-            if self._proc is not None and self._proc.is_alive() and self._reading:
+            if self._child is not None and self._child.proc.is_alive() and self._reading:
                 return  # (perhaps started again by another thread meanwhile)
             if not self._pending and not self._restarting:
                 break
@@ -281,7 +175,7 @@ class ModelProcess:
             self._cond.notify_all()
 
     def _restart(self) -> None:
-        proc = self._proc
+        proc = self._child.proc if self._child is not None else None
         self._stop_worker(timeout=1.0)  # reaps it (kills it if it is still there)
         if proc is not None:
             self.last_error = self._ended_why or f"the model's process {how_ended(proc)}"
@@ -330,9 +224,9 @@ class ModelProcess:
     def _resend(self, entry: Pending) -> None:
         entry.sent = time.monotonic()
         self._pending.append(entry)
-        assert self._conn is not None
+        assert self._child is not None
         with contextlib.suppress(OSError, ValueError):  # gone: the reader settles it
-            self._conn.send(entry.request)
+            self._child.conn.send(entry.request)
 
     def _read_answers(self, conn: Any, proc: Any) -> None:
         """Settle each request's future as its answer comes, in order; when the
@@ -478,8 +372,8 @@ class ModelProcess:
 
     def pid(self) -> int | None:
         """The worker's process id (``None`` when none runs)."""
-        proc = self._proc
-        return proc.pid if proc is not None else None
+        child = self._child
+        return child.pid if child is not None else None
 
     def health(self) -> dict[str, Any]:
         """The worker as ``/readyz`` shows it: ``pid``, ``state`` (``starting``,

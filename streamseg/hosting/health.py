@@ -32,10 +32,9 @@ def model_health(pipeline: Any, *, loaded: bool, arch: str) -> dict[str, Any]:
         return out
     stage = pipeline.segment_stage.health()
     out.update(stage, state="running")
-    out["ops_on_reference"] = dict(getattr(pipeline.segmenter, "ops_on_reference", {}))
-    process_health = getattr(pipeline.segmenter, "health", None)
-    if callable(process_health):
-        process = process_health()
+    out["ops_on_reference"] = dict(pipeline.segmenter.ops_on_reference)
+    process = pipeline.segmenter.health()
+    if process is not None:
         out["process"] = process
         if process["state"] != "running":
             out["state"] = "restarting"
