@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -282,7 +282,19 @@ def on_gpu(t: torch.Tensor) -> bool:
     return t.device.type in GPU_DEVICE_TYPES
 
 
-@torch.compiler.assume_constant_result
+def _constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compiler.assume_constant_result`` without importing ``torch._dynamo``.
+
+    That import costs about 2 s of CPU in every process that imports the ops
+    (each ``streamseg`` command); the decorator itself only marks ``fn`` with
+    the attribute dynamo reads while tracing (``tests/ops`` prove a compiled
+    graph still takes the answer as a constant).
+    """
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_constant_result
 def enabled(device_type: str) -> bool:
     """Whether native kernels serve tensors on ``device_type`` (loads on first call):
     C++ for ``cpu``, Triton for ``cuda``.

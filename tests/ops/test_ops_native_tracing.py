@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from streamseg import ops
+from streamseg.ops import _native
 from streamseg.ops import reference as ref
+from tests.support.servers import cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 N = torch.ops.streamseg
@@ -177,3 +179,23 @@ def test_reference_and_native_agree_end_to_end(native: None) -> None:
     torch.testing.assert_close(pooled, ref.roi_align(feats, rois, (4, 4), 0.25, 2, True))
     want_pasted = ref.paste_masks(masks[want_keep], kept, (120, 128))
     torch.testing.assert_close(pasted, want_pasted, rtol=1e-5, atol=1e-6)
+
+
+def test_marking_enabled_constant_imports_no_dynamo() -> None:
+    """``enabled`` carries the mark torch's own decorator gives, and importing
+    the ops (as every ``streamseg`` command does) leaves ``torch._dynamo``
+    unloaded: about 2 s of CPU per process (the fullgraph compile above shows
+    dynamo still takes ``enabled`` as a constant)."""
+    import torch._dynamo
+
+    def probe(device_type: str) -> bool:
+        return True
+
+    marked = torch._dynamo.assume_constant_result(probe)
+    attrs = {k for k in vars(marked) if "dynamo" in k}
+    assert attrs and all(getattr(_native.enabled, k) is True for k in attrs)
+    code = (
+        "import sys, streamseg.ops, streamseg.cli, streamseg.runtime.service\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=cli_env(), timeout=120)
