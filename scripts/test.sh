@@ -13,4 +13,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
 .venv/bin/ruff check streamseg tests
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -n "${STREAMSEG_TEST_WORKERS:-4}" --dist loadgroup --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -n "${STREAMSEG_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"

@@ -31,14 +31,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 # How scripts/test.sh spreads the suite over pytest-xdist workers
-# (`--dist loadgroup --no-loadscope-reorder`, docs/testing.md): each file is
-# one group, so its tests run in order on one worker and a module fixture (a
-# compiled model, a clip) is built once, except the files in SPREAD, whose
-# tests are independent runs of `serve` with cheap fixtures and go to any
-# worker one by one. The files that take longest go first, so that none of
-# them starts last and keeps the run waiting on one worker while the others
-# idle (totals from `--durations=0`); the rest keep their order.
-SPREAD = ("tests/cli/test_startup_errors.py",)
+# (`--dist loadfile --no-loadscope-reorder`, docs/testing.md): the tests of
+# a file run in order on one worker, so a module fixture (a compiled model, a
+# clip) is built once, except the tests in SPREAD, independent runs of
+# `serve` with cheap fixtures, which go to any worker one by one. The files
+# that take longest go first, so that none of them starts last and keeps the
+# run waiting on one worker while the others idle (totals from
+# `--durations=0`); the rest keep their order.
+SPREAD = ("tests/cli/test_startup_errors.py::test_serve_stops_on_the_mistake[",)
 LONGEST_FIRST = (
     "tests/runtime/test_model_faults.py",
     "tests/segment/test_backend_mask2former.py",
@@ -56,21 +56,31 @@ LONGEST_FIRST = (
 )
 
 
-def _file(item: pytest.Item) -> str:
-    return item.nodeid.split("::")[0]
-
-
 def _rank(item: pytest.Item) -> int:
-    path = _file(item)
+    path = item.nodeid.split("::")[0]
     return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: each file stays whole and in its own order
-    for item in items:
-        if _file(item) not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(_file(item)))
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile``, but with the tests in SPREAD as units of their own.
+
+    (xdist's ``loadgroup`` would do this with marks, but it renames node ids,
+    which pytest 9 no longer lets it do.)
+    """
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(SPREAD) else nodeid.split("::", 1)[0]
+
+    return FileScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
