@@ -63,6 +63,7 @@ def package(weights: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the export's own limit is 900 s; beside 3 busy workers it needs it
 def test_aot_package_matches_eager_and_takes_new_weights(
     package: Path, weights: str, tmp_path: Path
 ) -> None:

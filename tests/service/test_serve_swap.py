@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from streamseg.cli import main
 from streamseg.models.checkpoint import read_checkpoint, save_checkpoint
 from tests.conftest import run_cli
 from tests.support.serve import REPO, ServeProcess, detections, service_pipeline, summary
@@ -71,11 +73,24 @@ def _labels(messages: list[dict]) -> list[set[str]]:  # type: ignore[type-arg]
     return [{i["label_name"] for i in m["instances"]} for m in messages]
 
 
+def _swap(
+    capsys: pytest.CaptureFixture[str], url: str, weights: Path
+) -> subprocess.CompletedProcess[str]:
+    """``streamseg swap --wait 30`` run in this process: the clip plays on while it
+    runs, and starting a new interpreter (seconds on a busy machine) could
+    outlast it."""
+    capsys.readouterr()
+    code = main(["swap", "--redis", url, str(weights), "--wait", "30"])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["swap"], code, out, err)
+
+
 @pytest.mark.parametrize("model_process", [False, True], ids=["in-process", "own-process"])
 def test_swap_over_redis_between_batches_loses_no_frame(
     serve: Callable[..., ServeProcess],
     redis_server: RedisServer,
     tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     model_process: bool,
 ) -> None:
     """In process, and with the model in its own process (batches sent ahead,
@@ -93,10 +108,10 @@ def test_swap_over_redis_between_batches_loses_no_frame(
     proc.wait_for(lambda: client.xlen("streamseg:detections:clip") >= 10, 120, "first frames")
 
     for refused, reason in ((broken, "truncated"), (renamed, "keeps the classes")):
-        bad = run_cli("swap", "--redis", redis_server.url, str(refused), "--wait", "30")
+        bad = _swap(capsys, redis_server.url, refused)
         assert bad.returncode == 1 and "kept its old model" in bad.stderr, bad.stderr
         assert reason in bad.stderr
-    good = run_cli("swap", "--redis", redis_server.url, str(discs), "--wait", "30")
+    good = _swap(capsys, redis_server.url, discs)
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["ok"] is True
 
