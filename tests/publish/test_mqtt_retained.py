@@ -11,27 +11,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from streamseg.publish.mqtt import MQTTSink
 from streamseg.publish.sink import Message
 from tests.publish.test_mqtt_sink import mqtt_sink
 from tests.publish.test_redis_sink import wait_until
 from tests.support.servers import MosquittoServer, MQTTSubscriber, cli_env
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[MosquittoServer]:
-    server = MosquittoServer(tmp_path / "mosquitto")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def retained(server: MosquittoServer, topic: str = "#", wait: float = 1.0) -> dict[str, bytes]:

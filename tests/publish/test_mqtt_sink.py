@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,6 @@ from streamseg.publish.sinks import build_sink
 from streamseg.telemetry.tracing import FrameTracer
 from tests.publish.test_redis_sink import Listener, Recorder, wait_until
 from tests.support.servers import MosquittoServer, MQTTSubscriber, RedisServer, make_tls_files
-
-
-@pytest.fixture
-def mosquitto(tmp_path: Path) -> Iterator[MosquittoServer]:
-    server = MosquittoServer(tmp_path / "mosquitto")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def mqtt_sink(url: str, **fields: Any) -> MQTTSink:
@@ -114,9 +103,7 @@ def test_broker_restart_loses_nothing_at_qos1(mosquitto: MosquittoServer) -> Non
     mosquitto.start()
     assert sink.flush(15), sink.health()
     # QoS 1 may deliver some twice: wait for every id, not for 100 messages
-    wait_until(
-        lambda: _ids(sub) >= set(range(100)), "every message at the subscriber", timeout=20
-    )
+    wait_until(lambda: _ids(sub) >= set(range(100)), "every message at the subscriber", timeout=20)
     got = [json.loads(p)["i"] for p in sub.received("site/a/detections")]
     assert set(got) == set(range(100))  # every one, at least once
     assert list(dict.fromkeys(got)) == list(range(100))  # in order of first arrival
