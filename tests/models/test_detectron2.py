@@ -21,10 +21,10 @@ import torch
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
+from streamseg.segment.parity import parity_weights
 from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Instances
-from tests.models.test_parity import rebuilt_weights
 
 NORM = ("weight", "bias", "running_mean", "running_var")
 WB = ("weight", "bias")
@@ -98,7 +98,7 @@ def source() -> torch.nn.Module:
     """A detectron2-style model of ours with the 81 COCO classes and random weights."""
     torch.manual_seed(0)
     model = build_model("maskrcnn_r50_fpn", style="detectron2", num_classes=81, **SMALL)
-    model.load_state_dict(rebuilt_weights(model.state_dict()))
+    model.load_state_dict(parity_weights(model.state_dict(), sharpen=False))
     return model
 
 

@@ -11,7 +11,6 @@ detections and masks.
 from __future__ import annotations
 
 import math
-import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from streamseg.models import build_model
+from streamseg.segment.parity import parity_weights
 from streamseg.types import Instances
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torchvision-maskrcnn"
@@ -34,27 +34,6 @@ pytestmark = pytest.mark.slow
 # Each case runs an R50-FPN at 800x1216 with the reference ops (10-40 s on a
 # 2-core CPU): both models on both photographs (both resize kinds, x2 and a
 # fractional scale).
-
-
-def rebuilt_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The fixture's weights: every float tensor drawn from a generator seeded by its key."""
-    out = {}
-    for key, value in state.items():
-        if not value.is_floating_point():
-            out[key] = value
-            continue
-        g = torch.Generator().manual_seed(zlib.crc32(key.encode()) & 0xFFFFFFFF)
-        shape = tuple(value.shape)
-        if key.endswith("running_var"):
-            t = 1.0 + 0.1 * torch.rand(shape, generator=g)
-        elif key.endswith(("running_mean", ".bias")):
-            t = 0.05 * torch.randn(shape, generator=g)
-        elif len(shape) == 1:
-            t = 1.0 + 0.1 * torch.randn(shape, generator=g)
-        else:
-            t = torch.randn(shape, generator=g) * math.sqrt(1.0 / math.prod(shape[1:]))
-        out[key] = t
-    return out
 
 
 def torchvision_input(image: np.ndarray) -> tuple[torch.Tensor, tuple[int, int]]:
@@ -85,7 +64,7 @@ def reference(arch: str) -> dict[str, np.ndarray]:
 @cache
 def model(arch: str) -> torch.nn.Module:
     m = build_model(arch, score_threshold=float(reference(arch)["box_score_thresh"]))
-    m.load_state_dict(rebuilt_weights(m.state_dict()))
+    m.load_state_dict(parity_weights(m.state_dict(), sharpen=False))
     return m.eval()
 
 
