@@ -31,7 +31,9 @@ def run_live(
     ``camera_fps`` (frames the source delivered per second, after its
     ``max_fps``), ``processed_fps``, ``realtime_ratio`` (processed / camera,
     1.0 = keeps up), ``dropped`` by reason, and glass-to-event latency
-    (frame read to Redis acknowledgement) percentiles in ms.
+    (frame read to Redis acknowledgement) percentiles in ms. The counters
+    are those of the window, so ``segmented`` may exceed ``read`` by the
+    frames still in the pipeline when it opened (``in_flight_at_start``).
     """
     device = decode_device(config)  # DALI cameras decode on the model's device, as in serve
     sources = {cam.id: open_camera(cam, device=device) for cam in config.cameras}
@@ -63,12 +65,17 @@ def run_live(
         was = before[cid].as_dict()
         counts = {word: n - was[word] for word, n in after[cid].as_dict().items()}
         read, segmented = counts["read"], counts["segmented"]
+        # Frames read before the window but segmented in it: why ``segmented``
+        # may exceed ``read`` by up to this many (the queue and the batch).
+        in_flight = was["read"] - was["skipped"] - was["segmented"]
+        in_flight -= reasons0["lost"][cid].get("segment_error", 0)
         cameras[cid] = {
             "state": states[cid][0],
             "camera_fps": round(read / dt, 2),
             "processed_fps": round(segmented / dt, 2),
             "realtime_ratio": round(segmented / read, 3) if read else None,
             **counts,  # read, skipped, segmented, published, lost (telemetry.counters)
+            "in_flight_at_start": in_flight,
             **{
                 f"{word}_by_reason": _grown(reasons0[word][cid], reasons1[word][cid])
                 for word in ("skipped", "lost")
