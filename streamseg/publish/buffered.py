@@ -30,10 +30,16 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from streamseg.publish.delivery import DeliveryOptions
-from streamseg.publish.sink import Message, SendTracer, SinkHealth, SinkListener
+from streamseg.publish.sink import (
+    CameraHealth,
+    Message,
+    SendTracer,
+    SinkHealth,
+    SinkListener,
+)
 from streamseg.redact import redact_text
 
 __all__ = ["BufferedSink"]
@@ -105,6 +111,11 @@ class BufferedSink(abc.ABC):
         """Whether this sink takes messages of ``kind``: every sink takes ``detections``
         and ``alert``; others (``snapshot``) go only to sinks that say so."""
         return kind in ("detections", "alert")
+
+    def attach_health(  # noqa: B027 - a hook, empty unless the sink keeps a state per camera
+        self, health: Callable[[], CameraHealth], *, count_untracked: bool
+    ) -> None:
+        """Where the cameras' health comes from (``Sink.attach_health``): ignored here."""
 
     # A subclass with periodic work (MQTT's retained state) sets ``tick_interval``
     # (seconds) and writes ``_tick``: the writer thread calls it while connected,

@@ -37,8 +37,8 @@ from typing import Any
 
 from streamseg.publish.buffered import BufferedSink
 from streamseg.publish.delivery import DeliveryOptions
-from streamseg.publish.mqtt_state import CameraStates, Health, fit_jpeg
-from streamseg.publish.sink import Message
+from streamseg.publish.mqtt_state import CameraStates, fit_jpeg
+from streamseg.publish.sink import CameraHealth, Message
 from streamseg.publish.sink_config import MQTTSinkConfig
 from streamseg.streams import availability_topic, mqtt_topic, state_topic
 
@@ -69,7 +69,7 @@ class MQTTSink(BufferedSink):
         self._topics: dict[tuple[str, str], str] = {}
         self._acked: set[int] = set()  # message ids the broker acknowledged in this write
         self._states = CameraStates(interval=config.state_interval) if config.state else None
-        self._health: Callable[[], Health] | None = None
+        self._health: Callable[[], CameraHealth] | None = None
         self._closing = False
         self.snapshots_skipped = 0  # too large even scaled down
         if config.state:
@@ -79,7 +79,7 @@ class MQTTSink(BufferedSink):
     def availability_topic(self) -> str:
         return availability_topic(self.config.topic_prefix)
 
-    def attach_health(self, health: Callable[[], Health], *, count_untracked: bool) -> None:
+    def attach_health(self, health: Callable[[], CameraHealth], *, count_untracked: bool) -> None:
         """Where the cameras' health comes from: ``{camera: {state, since, reconnects,
         stalls, last_error, ...}}`` of the cameras served now (a camera missing from it
         has its retained state cleared); ``count_untracked``: tracking is off."""

@@ -23,19 +23,17 @@ from __future__ import annotations
 import collections
 import io
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from streamseg.publish.encode import round_time
+from streamseg.publish.sink import CameraHealth
 
 __all__ = ["HEALTH_KEYS", "CameraStates", "fit_jpeg"]
 
 # What of a camera's health goes into its state (it changes when the camera's state does).
 HEALTH_KEYS = ("state", "since", "reconnects", "stalls", "last_error")
-
-Health = Mapping[str, Mapping[str, Any]]
 
 
 class CameraStates:
@@ -69,7 +67,7 @@ class CameraStates:
         """After a reconnect: every camera's state is sent again."""
         self._sent.clear()
 
-    def due(self, health: Health | None, now: float | None = None) -> list[tuple[str, bytes]]:
+    def due(self, health: CameraHealth | None, now: float | None = None) -> list[tuple[str, bytes]]:
         """``(camera, payload)`` of each state to publish now; an empty payload clears the
         retained state of a camera no longer served (not in ``health``)."""
         now = time.time() if now is None else now

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from streamseg.types import Frame
 
-__all__ = ["Message", "SendTracer", "Sink", "SinkHealth", "SinkListener"]
+__all__ = ["CameraHealth", "Message", "SendTracer", "Sink", "SinkHealth", "SinkListener"]
+
+# ``{camera: {state, since, reconnects, stalls, last_error, ...}}`` of the cameras
+# served now, as ``/readyz`` shows them.
+CameraHealth = Mapping[str, Mapping[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,3 +102,13 @@ class Sink(Protocol):
     def close(self) -> int: ...
 
     def health(self) -> SinkHealth: ...
+
+    def accepts(self, kind: str) -> bool:
+        """Whether the sink takes messages of ``kind`` (``detections`` and ``alert``
+        always; ``snapshot`` only where the sink says so)."""
+        ...
+
+    def attach_health(self, health: Callable[[], CameraHealth], *, count_untracked: bool) -> None:
+        """Where the cameras' health comes from, for a sink that publishes a state per
+        camera; ``count_untracked``: tracking is off. Others ignore it."""
+        ...

@@ -1,10 +1,10 @@
 """What some sinks take besides the pipeline's messages, connected once the pipeline exists.
 
 * Camera health, for sinks that keep a state per camera (MQTT's retained
-  ``<prefix>/<camera>/state``): ``sink.attach_health(health)``, where
+  ``<prefix>/<camera>/state``): ``Sink.attach_health(health)``, where
   ``health()`` is ``{camera: details}`` of the cameras served now, as
   ``/readyz`` shows them (a camera removed while running drops out of it).
-* Alert snapshots, for sinks that accept ``snapshot`` messages (MQTT's
+* Alert snapshots, for sinks whose ``Sink.accepts("snapshot")`` is true (MQTT's
   ``<prefix>/<camera>/snapshot``): each JPEG the console's event log writes
   is handed to them as it is written (from the log's writer thread).
 """
@@ -29,10 +29,8 @@ def feed_sinks(service: Service, pipeline: Pipeline) -> None:
         return {cid: details for cid, (_s, _r, details) in pipeline.camera_states().items()}
 
     for sink in pipeline.sinks:
-        attach = getattr(sink, "attach_health", None)
-        if attach is not None:
-            attach(health, count_untracked=not service.config.tracking.enabled)
-    takers = [s for s in pipeline.sinks if _accepts(s, "snapshot")]
+        sink.attach_health(health, count_untracked=not service.config.tracking.enabled)
+    takers = [s for s in pipeline.sinks if s.accepts("snapshot")]
     if takers and service.events is not None:
 
         def on_snapshot(camera_id: str, jpeg: bytes) -> None:
@@ -40,8 +38,3 @@ def feed_sinks(service: Service, pipeline: Pipeline) -> None:
                 sink.submit([Message("snapshot", camera_id, jpeg)])
 
         service.events.on_snapshot = on_snapshot
-
-
-def _accepts(sink: Any, kind: str) -> bool:
-    accepts = getattr(sink, "accepts", None)
-    return bool(accepts(kind)) if accepts is not None else False
