@@ -14,6 +14,7 @@ clip's time is the alert's ``pts`` (stream seconds, the clock of
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Sequence
@@ -35,18 +36,21 @@ class ClipHook:
     Args:
         config: the ``record:`` section; nothing happens unless
             ``config.clips.enabled``.
+        remember: clips kept findable per camera, and in :meth:`files` (the
+            newest). The console's event log keeps 1,000 alerts by default;
+            older clips stay on disk, only the lookup forgets them.
     """
 
-    def __init__(self, *, config: RecordConfig) -> None:
+    def __init__(self, *, config: RecordConfig, remember: int = 1000) -> None:
         self.config = config
         self.enabled = config.clips.enabled
+        self.remember = remember
         self._recorders: dict[str, ClipRecorder] = {}
         self._lock = threading.Lock()
-        self._done: list[RecordedFile] = []
         # Finished clips of recorders replaced (the source reconnected or a file
         # looped: a new stream) or removed with their camera: their alerts
         # still find them.
-        self._earlier: dict[str, list[RecordedFile]] = {}
+        self._earlier: dict[str, collections.deque[RecordedFile]] = {}
         self.ignored_events = 0
 
     def wants(self, event: Event) -> bool:
@@ -82,6 +86,7 @@ class ClipHook:
             after_s=c.after_s,
             max_s=c.max_s,
             container=self.config.container,
+            remember=self.remember,
         )
 
     def on_events(self, events: Sequence[Event]) -> None:
@@ -106,9 +111,8 @@ class ClipHook:
 
     def _retire(self, camera_id: str, rec: ClipRecorder) -> None:
         """Finish ``rec``'s clips and keep them findable for ``camera_id``'s alerts."""
-        files = list(rec.close())
-        self._done += files
-        self._earlier.setdefault(camera_id, []).extend(files)
+        earlier = self._earlier.setdefault(camera_id, collections.deque(maxlen=self.remember))
+        earlier.extend(rec.close())
 
     def clip_for(self, camera_id: str, when: float | None) -> tuple[Path, bool] | None:
         """The clip of an alert of ``camera_id`` at stream time ``when`` (``Event.pts``).
@@ -124,20 +128,25 @@ class ClipHook:
         with self._lock:
             rec = self._recorders.get(camera_id)
             found = rec.clip_at(when) if rec is not None else None
-            for f in reversed(self._earlier.get(camera_id, []) if found is None else []):
+            for f in reversed(self._earlier.get(camera_id, ()) if found is None else ()):
                 if f.start <= when <= f.start + f.duration:
                     return f.path, True
             return found
 
     def files(self) -> list[RecordedFile]:
-        """Clips finished so far, all cameras."""
+        """Clips finished so far, all cameras (the newest ``remember`` of the
+        cameras' replaced sources, then as many of their current ones)."""
         with self._lock:
-            return self._done + [f for r in self._recorders.values() for f in r.files]
+            return self._files()
+
+    def _files(self) -> list[RecordedFile]:
+        earlier = [f for files in self._earlier.values() for f in files]
+        return earlier + [f for r in self._recorders.values() for f in r.files]
 
     def close(self) -> list[RecordedFile]:
-        """Finish open clips; returns every clip written."""
+        """Finish open clips; returns the clips remembered (:meth:`files` after it)."""
         with self._lock:
-            for rec in self._recorders.values():
-                self._done += rec.close()
+            for camera_id, rec in self._recorders.items():
+                self._retire(camera_id, rec)
             self._recorders.clear()
-            return list(self._done)
+            return self._files()

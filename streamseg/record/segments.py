@@ -225,6 +225,8 @@ class ClipRecorder:
         before_s / after_s: seconds kept before and after an alert.
         max_s: an extended clip never grows past this length.
         container: ``mp4`` or ``mkv``.
+        remember: finished clips kept in :attr:`files` (the newest; a service that
+            runs for months writes more than it needs to look up).
 
     Call :meth:`push` with every packet of the camera and :meth:`trigger` when
     an alert happens; the clip is finished once a packet ``after_s`` past the
@@ -241,6 +243,7 @@ class ClipRecorder:
         after_s: float = 5.0,
         max_s: float = 120.0,
         container: str = "mp4",
+        remember: int = 1000,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.camera_id = camera_id
@@ -248,7 +251,7 @@ class ClipRecorder:
         self._codec = DetachedStream(template)
         self.before_s, self.after_s, self.max_s = before_s, after_s, max_s
         self.container = container
-        self.files: list[RecordedFile] = []
+        self.files: collections.deque[RecordedFile] = collections.deque(maxlen=remember)
         self._ring: collections.deque[StoredPacket] = collections.deque()
         self._open: _Output | None = None
         self._until = 0.0
@@ -359,8 +362,8 @@ class ClipRecorder:
         self._open = None
 
     def close(self) -> list[RecordedFile]:
-        """Finish an open clip (shorter than asked); returns every clip written."""
+        """Finish an open clip (shorter than asked); returns the clips remembered."""
         if self._open is not None:
             self._finish()
         self._pending.clear()
-        return self.files
+        return list(self.files)

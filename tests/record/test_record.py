@@ -214,6 +214,31 @@ def test_an_alerts_clip_is_found_after_the_source_reopens(source: Path, tmp_path
     assert found == (clip.path, True)
 
 
+def test_the_clip_lookup_is_bounded_and_the_files_stay(source: Path, tmp_path: Path) -> None:
+    """A service that runs for months: the hook remembers the newest ``remember``
+    clips per source for lookups; older clips stay on disk, unlooked-up."""
+    cfg = RecordConfig(
+        dir=str(tmp_path / "rec"), clips=ClipsConfig(enabled=True, before_s=0.5, after_s=0.5)
+    )
+    hook = ClipHook(config=cfg, remember=1)
+    for when in (1.0, 3.0, 5.0):  # three passes (a looping file), one alert in each
+        with av.open(str(source)) as container:
+            stream = container.streams.video[0]
+            for packet in container.demux(stream):
+                if not packet.size:
+                    continue
+                hook.on_packet("cam", packet, stream)
+                if abs(float(packet.pts * packet.time_base) - when) < 1e-9:
+                    hook.on_events([_event("cam", "enter", when)])
+    assert hook.clip_for("cam", 1.2) is None  # the first pass's clip: forgotten
+    third = hook.clip_for("cam", 5.2)
+    second = hook.clip_for("cam", 3.2)  # the replaced recorder's newest
+    assert second is not None and second[1] and third is not None and third[1]
+    assert [f.path for f in hook.files()] == [second[0], third[0]]
+    assert [f.path for f in hook.close()] == [third[0]]  # the third pass's retired too
+    assert len(list((tmp_path / "rec" / "cam").iterdir())) == 3
+
+
 def test_record_command(source: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "segments"
     proc = cli(
