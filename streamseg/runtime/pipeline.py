@@ -262,9 +262,9 @@ class Pipeline:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-    @property
-    def finished(self) -> bool:
-        return self.publish_stage.done.is_set()
+    def running_stages(self) -> list[str]:
+        """Names of the stage threads still running (``ingest:<camera>``, ``track``, ...)."""
+        return [t.name for t in self._threads if t.is_alive()]
 
     def close(self) -> None:
         """Release the stages (after ``wait``)."""

@@ -35,7 +35,7 @@ from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, Tracker
 from streamseg.runtime.segmenting import describe_error
 from streamseg.runtime.sink_feeds import feed_sinks
-from streamseg.runtime.status import StatusReporter
+from streamseg.runtime.status import StatusReporter, unfinished
 from streamseg.telemetry.counters import camera_summary, sink_counts, sink_summary
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -286,12 +286,17 @@ class Service:
             finished = self._wait(pipeline)
         finally:
             status.close()
-        pipeline.close()
         if not finished:
-            log.error("runtime: drain did not finish within %.0fs", pipeline.drain_timeout)
-            return 1
+            log.error(
+                "runtime: drain did not finish within %.0fs (runtime.drain_timeout): %s",
+                pipeline.drain_timeout,
+                unfinished(
+                    pipeline.stats.snapshot(), pipeline.sink_states(), pipeline.running_stages()
+                ),
+            )
         self._log_summary(pipeline)
-        return 1 if pipeline.failure is not None else 0
+        pipeline.close()
+        return 1 if not finished or pipeline.failure is not None else 0
 
     def _wait(self, pipeline: Pipeline) -> bool:
         while not pipeline.wait(0.2):

@@ -29,7 +29,7 @@ from typing import TextIO
 from streamseg.runtime.stats import CameraCounts, PipelineStats
 from streamseg.telemetry.counters import status_counts
 
-__all__ = ["StatusReporter", "format_status"]
+__all__ = ["StatusReporter", "format_status", "unfinished"]
 
 log = logging.getLogger("streamseg.status")
 
@@ -140,3 +140,22 @@ def _columns(stream: TextIO) -> int:
         return os.get_terminal_size(stream.fileno()).columns or 120
     except (AttributeError, OSError, ValueError):
         return shutil.get_terminal_size((120, 20)).columns
+
+
+def unfinished(
+    counts: Mapping[str, CameraCounts],
+    sinks: Mapping[str, tuple[bool, int]],
+    running: Sequence[str],
+) -> str:
+    """What a drain still waits for, in words: each camera's frames neither
+    published nor lost, each sink's buffered messages, the stage threads running."""
+    parts = [
+        f"{cid}: {left} frames"
+        for cid, c in counts.items()
+        if (left := c.read - c.skipped - c.published - c.lost) > 0
+    ]
+    parts += [
+        f"sink {name}: {buffered} buffered" for name, (_c, buffered) in sinks.items() if buffered
+    ]
+    parts.append("stages still running: " + (", ".join(running) or "none"))
+    return "; ".join(parts)

@@ -272,10 +272,17 @@ class Segmenter:
             self.weights = path
         log.info("model: now running weights %s", path)
 
-    def close(self) -> None:
-        """Release the backend (compiled code) and the model."""
-        with self._lock:
+    def close(self, wait: float = 2.0) -> None:
+        """Release the backend (compiled code) and the model, once the batch running
+        in another thread (if any) ends; after ``wait`` seconds it is left to the
+        process's exit (a model that hangs must not hang the service's stop too)."""
+        if not self._lock.acquire(timeout=wait):
+            log.warning("model: a batch still runs after %.0f s; not waiting for it", wait)
+            return
+        try:
             self.backend.close()
+        finally:
+            self._lock.release()
 
 
 def done_future(run: Callable[[FrameBatch], T], batch: FrameBatch) -> Future[T]:

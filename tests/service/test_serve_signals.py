@@ -200,3 +200,33 @@ def test_sigterm_while_the_models_process_starts_ends_both(
         proc.kill()
     assert "runtime: SIGTERM received" in proc.log and "Traceback" not in proc.log
     assert ended(worker, 2.0)
+
+
+def test_a_drain_that_cannot_finish_says_what_it_waits_for(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The in-process model hangs on its second batch: SIGTERM cannot drain, so after
+    runtime.drain_timeout serve names what is stuck, prints its summary and exits 1."""
+    from tests.support.checkpoints import random_checkpoint
+
+    http_port = free_port()
+    path = _pipeline(tmp_path, http_port, redis_server.url, model_process=False)
+    config = json.loads(path.read_text())
+    weights = random_checkpoint(tmp_path / "hang.pth", 0, faults="2=hang")  # 0: warm-up
+    config["model"].update(arch="maskrcnn_small_faulty", weights=str(weights))
+    config["runtime"]["drain_timeout"] = 2
+    path.write_text(json.dumps(config))
+    proc = ServeProcess(None, tmp_path, path=path, http_port=http_port).start()
+    try:
+        _published(proc, 1)
+        time.sleep(1.0)  # the second batch is in the model now, and stays there
+        assert proc.terminate(30) == 1, proc.tail()
+    finally:
+        proc.kill()
+    stuck = re.search(r"drain did not finish within 2s \(runtime.drain_timeout\): (.*)", proc.log)
+    assert stuck is not None, proc.tail()
+    assert re.search(r"cam: \d+ frames", stuck.group(1)), stuck.group(1)
+    assert "stages still running: " in stuck.group(1) and "segment" in stuck.group(1)
+    counts = summary(proc.log, "cam")
+    assert counts["published"] >= 1 and counts["read"] > counts["published"] + counts["skipped"]
+    assert "Traceback" not in proc.log
