@@ -11,6 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
+# The native ops' first build (about 45 CPU-seconds, ninja on every core) runs
+# beside mypy, which keeps one core busy for as long; pytest then finds it
+# built. A build that fails is reported by the tests that need it.
+.venv/bin/python -c "from streamseg.ops import _native; _native.load()" >/dev/null 2>&1 &
+native=$!
 .venv/bin/ruff check streamseg tests
 .venv/bin/mypy
+wait "$native" || true
 exec .venv/bin/python -m pytest -n "${STREAMSEG_TEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
