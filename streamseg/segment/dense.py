@@ -157,23 +157,44 @@ class StaticRunner:
     def _run_padded(self, leaves: list[Any], spec: Any, start: int, stop: int) -> Any:
         n = stop - start
         size = self.target(n)
-        padded = [_pad_first(x[start:stop], size) if isinstance(x, Tensor) else x for x in leaves]
+        padded = [
+            _dense_padded(x[start:stop], size) if isinstance(x, Tensor) else x for x in leaves
+        ]
         out = self.fn(*pytree.tree_unflatten(padded, spec))
         if size is None or size == n:
             return out
         return pytree.tree_map(lambda t: t[:n] if isinstance(t, Tensor) else t, out)
 
 
-def _pad_first(x: Tensor, size: int | None) -> Tensor:
-    if size is None or size == x.shape[0]:
-        return x
-    if size < x.shape[0]:
-        raise ValueError(f"cannot pad {x.shape[0]} rows down to {size}")
-    pad = x.new_zeros((size - x.shape[0], *x.shape[1:]))
-    out = torch.cat([x, pad])
-    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
-        out = out.contiguous(memory_format=torch.channels_last)
-    return out
+def _layout(x: Tensor) -> torch.memory_format:
+    """The dense layout ``x``'s rows have: channels-last when a 4-d row is laid
+    out so (and not also contiguous), else contiguous. Judged on one row, so a
+    batch and its padded or sliced versions get the same answer."""
+    row = x[:1]
+    if (
+        x.dim() == 4
+        and not row.is_contiguous()
+        and row.is_contiguous(memory_format=torch.channels_last)
+    ):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _dense_padded(x: Tensor, size: int | None) -> Tensor:
+    """``x`` padded with zero rows to ``size`` (``None``: as it is), dense in its
+    rows' layout (:func:`_layout`; no copy when it is so already).
+
+    A part's natural output may be a strided view (transformers' pixel decoder
+    returns slices of one buffer) while a padded batch is a fresh tensor;
+    compiled code guards on strides, so without one layout for both the first
+    padded batch would compile the part a second time.
+    """
+    layout = _layout(x)
+    if size is not None and size != x.shape[0]:
+        if size < x.shape[0]:
+            raise ValueError(f"cannot pad {x.shape[0]} rows down to {size}")
+        x = torch.cat([x, x.new_zeros((size - x.shape[0], *x.shape[1:]))])
+    return x.contiguous(memory_format=layout)
 
 
 def install(part: DensePart, runner: Callable[..., Any]) -> None:

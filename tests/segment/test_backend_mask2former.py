@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from torch._dynamo.utils import counters
 
 from streamseg.segment import Segmenter
 from streamseg.segment.dense import dense_parts
@@ -33,10 +34,14 @@ def test_inductor_head_matches_eager(weights: str, tmp_path: Path) -> None:
     assert [p.path for p in parts] == ["model.pixel_level_module", "head"]
     assert [p.path for p in parts if "forward" in p.module.__dict__] == ["head"]
     eager = Segmenter(weights=weights, **TINY_M2F)
+    graphs = counters["stats"]["unique_graphs"]
     two = scene_batch([(96, 160)] * 2)
     assert_close_results(eager.segment(two), compiled.segment(two))
     one = scene_batch([(96, 160)])  # padded to the batch of 2 already compiled
     assert_close_results(eager.segment(one), compiled.segment(one))
+    # One compile: the padded batch's features are laid out as the full batch's
+    # (the pixel decoder returns strided views; a fresh padded tensor is dense).
+    assert counters["stats"]["unique_graphs"] == graphs + 1
     # A hot swap copies weights in place: no recompilation, new results.
     other = write_checkpoint(tmp_path / "b.pth", seed=2, config=TINY_M2F)
     compiled.load_weights(other)
