@@ -64,18 +64,19 @@ def _reconnect_options(cam: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.ingest.spec import SourceError
-    from streamseg.record.config import RecordConfig
-    from streamseg.record.recorder import record_camera
-    from streamseg.redact import redact_url
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    # The arguments first: a usage mistake is told at once, before torch is imported.
     if args.duration <= 0:
         raise UsageError("--duration must be positive (seconds)")
     if args.segment_seconds is not None and args.segment_seconds <= 0:
         raise UsageError("--segment-seconds must be positive (seconds)")
     if args.url is None and args.pipeline is None:
         raise UsageError("give PIPELINE (with --camera) or --url")
+    from streamseg.ingest.spec import SourceError
+    from streamseg.record.config import RecordConfig
+    from streamseg.record.recorder import record_camera
+    from streamseg.redact import redact_url
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     record = RecordConfig()
     url = args.url
     options: dict[str, Any] = {}
