@@ -191,6 +191,19 @@ def test_clip_hook_filters_alerts(source: Path, tmp_path: Path) -> None:
     assert count_frames(files[0].path) == files[0].packets > 0
 
 
+def _play(hook: ClipHook, source: Path, alert_at: float | None = None) -> None:
+    """One pass of ``source`` through ``hook`` as camera ``cam`` (a new stream, as
+    a reconnect or a looping file gives), with an ``enter`` alert at ``alert_at``."""
+    with av.open(str(source)) as container:
+        stream = container.streams.video[0]
+        for packet in container.demux(stream):
+            if not packet.size:
+                continue
+            hook.on_packet("cam", packet, stream)
+            if alert_at is not None and abs(float(packet.pts * packet.time_base) - alert_at) < 1e-9:
+                hook.on_events([_event("cam", "enter", alert_at)])
+
+
 def test_an_alerts_clip_is_found_after_the_source_reopens(source: Path, tmp_path: Path) -> None:
     """A looping file or a reconnect gives a new stream (and recorder): the
     alerts of the first pass still find their finished clip."""
@@ -198,17 +211,9 @@ def test_an_alerts_clip_is_found_after_the_source_reopens(source: Path, tmp_path
         dir=str(tmp_path / "rec"), clips=ClipsConfig(enabled=True, before_s=0.5, after_s=5.0)
     )
     hook = ClipHook(config=cfg)
-    for _pass in range(2):
-        with av.open(str(source)) as container:
-            stream = container.streams.video[0]
-            for packet in container.demux(stream):
-                if not packet.size:
-                    continue
-                hook.on_packet("cam", packet, stream)
-                if _pass == 0 and abs(float(packet.pts * packet.time_base) - 2.0) < 1e-9:
-                    hook.on_events([_event("cam", "enter", 2.0)])
-        if _pass == 0:
-            assert hook.clip_for("cam", 2.0) is not None  # open: after_s runs past the end
+    _play(hook, source, alert_at=2.0)
+    assert hook.clip_for("cam", 2.0) is not None  # open: after_s runs past the end
+    _play(hook, source)
     found = hook.clip_for("cam", 2.0)
     (clip,) = hook.close()
     assert found == (clip.path, True)
@@ -222,14 +227,7 @@ def test_the_clip_lookup_is_bounded_and_the_files_stay(source: Path, tmp_path: P
     )
     hook = ClipHook(config=cfg, remember=1)
     for when in (1.0, 3.0, 5.0):  # three passes (a looping file), one alert in each
-        with av.open(str(source)) as container:
-            stream = container.streams.video[0]
-            for packet in container.demux(stream):
-                if not packet.size:
-                    continue
-                hook.on_packet("cam", packet, stream)
-                if abs(float(packet.pts * packet.time_base) - when) < 1e-9:
-                    hook.on_events([_event("cam", "enter", when)])
+        _play(hook, source, alert_at=when)
     assert hook.clip_for("cam", 1.2) is None  # the first pass's clip: forgotten
     third = hook.clip_for("cam", 5.2)
     second = hook.clip_for("cam", 3.2)  # the replaced recorder's newest
