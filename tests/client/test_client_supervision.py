@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import supervision as sv  # in the dev extra: a missing package fails here, not skips
 
 from streamseg.client import Client, FrameDetections, Instance, from_supervision, to_supervision
 from tests.support.publishing import NAMES, frames, publish
 from tests.support.servers import RedisServer
-
-sv = pytest.importorskip("supervision")
 
 
 def test_round_trip_of_published_frame(redis_server: RedisServer) -> None:
