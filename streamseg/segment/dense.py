@@ -125,6 +125,8 @@ class StaticRunner:
         target: maps the real first-dimension size ``n`` to the static size
             to pad to (``None``: call ``fn`` as it is).
         chunk: when set, inputs larger than it run in chunks of this size.
+        layout: the memory format each tensor is made dense in, once padded
+            (default :func:`rows_layout`; an AOT package gives its export's).
     """
 
     def __init__(
@@ -134,11 +136,13 @@ class StaticRunner:
         fallback: Callable[..., Any],
         target: Callable[[int], int | None],
         chunk: int | None = None,
+        layout: Callable[[Tensor], torch.memory_format] | None = None,
     ) -> None:
         self.fn = fn
         self.fallback = fallback
         self.target = target
         self.chunk = chunk
+        self.layout = layout or rows_layout
 
     def __call__(self, *args: Any) -> Any:
         leaves, spec = pytree.tree_flatten(args)
@@ -158,7 +162,8 @@ class StaticRunner:
         n = stop - start
         size = self.target(n)
         padded = [
-            _dense_padded(x[start:stop], size) if isinstance(x, Tensor) else x for x in leaves
+            _dense_padded(x[start:stop], size, self.layout(x)) if isinstance(x, Tensor) else x
+            for x in leaves
         ]
         out = self.fn(*pytree.tree_unflatten(padded, spec))
         if size is None or size == n:
@@ -166,7 +171,7 @@ class StaticRunner:
         return pytree.tree_map(lambda t: t[:n] if isinstance(t, Tensor) else t, out)
 
 
-def _layout(x: Tensor) -> torch.memory_format:
+def rows_layout(x: Tensor) -> torch.memory_format:
     """The dense layout ``x``'s rows have: channels-last when a 4-d row is laid
     out so (and not also contiguous), else contiguous. Judged on one row, so a
     batch and its padded or sliced versions get the same answer."""
@@ -180,16 +185,16 @@ def _layout(x: Tensor) -> torch.memory_format:
     return torch.contiguous_format
 
 
-def _dense_padded(x: Tensor, size: int | None) -> Tensor:
-    """``x`` padded with zero rows to ``size`` (``None``: as it is), dense in its
-    rows' layout (:func:`_layout`; no copy when it is so already).
+def _dense_padded(x: Tensor, size: int | None, layout: torch.memory_format) -> Tensor:
+    """``x`` padded with zero rows to ``size`` (``None``: as it is), dense in
+    ``layout`` (no copy when it is so already).
 
     A part's natural output may be a strided view (transformers' pixel decoder
     returns slices of one buffer) while a padded batch is a fresh tensor;
     compiled code guards on strides, so without one layout for both the first
-    padded batch would compile the part a second time.
+    padded batch would compile the part a second time (:func:`rows_layout`
+    gives both one layout).
     """
-    layout = _layout(x)
     if size is not None and size != x.shape[0]:
         if size < x.shape[0]:
             raise ValueError(f"cannot pad {x.shape[0]} rows down to {size}")

@@ -9,6 +9,7 @@ memory format, and loads the Segmenter's own weights into it
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,8 +21,8 @@ from torch import Tensor, nn
 from streamseg.segment import dense
 from streamseg.segment.backends.aot_package import (
     EXPORT_HINT,
-    dense_layout,
     describe,
+    export_layout,
     first_part,
     package_error,
     read_package_info,
@@ -91,13 +92,17 @@ class AotBackend(Backend):
         batch = int(self.info["batch"])
         for part in self.parts:
             eager = type(part.module).forward.__get__(part.module)
-            runner = _in_export_layout(self.runners[part.name], channels_last)
+            runner = self.runners[part.name]
+            # Inputs padded and laid out as at export, in one step.
+            layout = functools.partial(export_layout, channels_last=channels_last)
             if part.kind == "image":
                 static = dense.StaticRunner(
-                    runner, fallback=eager, target=lambda n: batch, chunk=batch
+                    runner, fallback=eager, target=lambda n: batch, chunk=batch, layout=layout
                 )
             else:
-                static = dense.StaticRunner(runner, fallback=eager, target=lambda n: max(n, 2))
+                static = dense.StaticRunner(
+                    runner, fallback=eager, target=lambda n: max(n, 2), layout=layout
+                )
             dense.install(part, static)
         log.info("aot: %s (%s)", self.package, describe(self.info))
 
@@ -178,15 +183,6 @@ class AotBackend(Backend):
         for part in self.parts:
             dense.uninstall(part)
         self.runners.clear()
-
-
-def _in_export_layout(runner: Any, channels_last: bool) -> Any:
-    """``runner`` with its inputs laid out as at export (:func:`dense_layout`)."""
-
-    def run(*args: Any) -> Any:
-        return runner(*dense_layout(args, channels_last))
-
-    return run
 
 
 def _tensors(module: nn.Module) -> dict[str, Tensor]:

@@ -22,6 +22,7 @@ __all__ = [
     "FORMAT",
     "PackageInfo",
     "dense_layout",
+    "export_layout",
     "first_part",
     "package_error",
     "read_package_info",
@@ -56,18 +57,23 @@ def dense_layout(args: Any, channels_last: bool) -> Any:
     A compiled package assumes the strides of its export example without
     checking them, so the same values laid out otherwise (a slice of a larger
     buffer, as transformers' pixel decoder returns; another compiled part's
-    output) would be read wrongly. Export and run time both lay inputs out
-    with this.
+    output) would be read wrongly. The export lays its example out with this;
+    at run time the backend's ``dense.StaticRunner`` pads and lays out the
+    inputs by :func:`export_layout` in one step.
     """
     import torch.utils._pytree as pytree
 
     def dense(t: Any) -> Any:
         if not isinstance(t, Tensor):
             return t
-        layout = torch.channels_last if channels_last and t.dim() == 4 else torch.contiguous_format
-        return t.contiguous(memory_format=layout)
+        return t.contiguous(memory_format=export_layout(t, channels_last))
 
     return pytree.tree_map(dense, args)
+
+
+def export_layout(t: Tensor, channels_last: bool) -> torch.memory_format:
+    """The memory format :func:`dense_layout` gives ``t``."""
+    return torch.channels_last if channels_last and t.dim() == 4 else torch.contiguous_format
 
 
 def read_package_info(path: str | Path, first_part: str) -> tuple[PackageInfo, Any]:
