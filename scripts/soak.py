@@ -41,14 +41,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 import soak_report  # noqa: E402
 from ruamel.yaml import YAML  # noqa: E402
 
-from tests.support.rtsp import RtspServer, gstreamer_missing  # noqa: E402
-from tests.support.servers import (  # noqa: E402
-    MosquittoServer,
-    MQTTSubscriber,
-    RedisServer,
-    cli_env,
-    free_port,
-)
+from streamseg.bench.mqtt_server import MosquittoServer, MQTTSubscriber  # noqa: E402
+from streamseg.bench.ports import free_port  # noqa: E402
+from streamseg.bench.redis_server import RedisServer  # noqa: E402
+from streamseg.bench.rtsp_server import RtspServer, gstreamer_missing  # noqa: E402
 
 FAULTS = ("rtsp_kill", "redis_kill", "mqtt_restart", "model_kill", "hot_swap")
 OUTAGE_S = 3.0  # how long a killed server stays away
@@ -316,9 +312,29 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     }
 
 
+def cli_env() -> dict[str, str]:
+    """The environment for ``python -m streamseg`` from this checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OMP_NUM_THREADS", "2")
+    return env
+
+
+def missing_piece() -> str | None:
+    """What the soak needs and this machine lacks (with how to install it), or ``None``."""
+    for exe in ("redis-server", "mosquitto"):
+        if shutil.which(exe) is None and shutil.which(exe, path="/usr/sbin") is None:
+            return f"{exe} is not installed: run scripts/setup.sh --dev"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "matplotlib is not installed (it draws soak.png): run scripts/setup.sh --dev"
+    return gstreamer_missing()
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    why = gstreamer_missing()
+    why = missing_piece()
     if why is not None:
         print(f"soak: {why}", file=sys.stderr)
         return 2

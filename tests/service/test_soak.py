@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,23 @@ def test_short_soak_loses_nothing_and_recovers_from_every_fault(tmp_path: Path) 
     assert verdict["rss"]["serve"]["flat"]
     png = (tmp_path / "soak.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_soak_without_a_piece_says_what_is_missing_and_exits_2(tmp_path: Path) -> None:
+    # A runtime install has no pytest, and this machine may lack a server:
+    # the soak imports nothing of the tests and names what to install.
+    code = (
+        "import runpy, sys; sys.modules['pytest'] = None; "
+        "sys.argv = ['soak.py', '--minutes', '0.1']; "
+        "runpy.run_path('scripts/soak.py', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**cli_env(), "PATH": str(tmp_path)},
+        cwd=REPO,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "redis-server is not installed: run scripts/setup.sh --dev" in done.stderr

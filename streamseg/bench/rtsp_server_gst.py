@@ -1,4 +1,4 @@
-"""A GStreamer RTSP server for tests (run by Debian's /usr/bin/python3, not the venv).
+"""A GStreamer RTSP server for the soak, benchmarks and tests (run by /usr/bin/python3).
 
 It serves a live test pattern, H.264 (or VP9), on 127.0.0.1:PORT/PATH over
 RTSP, optionally behind Basic authentication. Signals control it:
@@ -10,7 +10,7 @@ RTSP, optionally behind Basic authentication. Signals control it:
 * SIGTERM / SIGINT: exit.
 
 It prints ``READY`` on stdout once it listens, and ``STALLED`` / ``RESUMED``
-after each signal. ``tests/support/rtsp.py`` drives it.
+after each signal. ``streamseg/bench/rtsp_server.py`` drives it.
 """
 
 from __future__ import annotations
