@@ -7,3 +7,9 @@ connection. Each stage lives in its own subpackage (``ingest``, ``segment``,
 """
 
 __version__ = "0.1.0"
+
+# Rows that modules outside the package add to the registries (none unless
+# STREAMSEG_PLUGINS names some): loaded before any registry is read.
+from streamseg import plugins as _plugins
+
+_plugins.load_from_environment()

@@ -21,7 +21,15 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tests.support.servers import RedisServer, cli_env
+# The suite's own registry rows (the test-only model maskrcnn_small_faulty),
+# in this process and every one it starts (streamseg.plugins). Set before
+# streamseg is first imported, which loads them.
+os.environ["STREAMSEG_PLUGINS"] = "tests.support.plugins"
+_repo = str(Path(__file__).resolve().parents[1])
+if _repo not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_repo, os.environ.get("PYTHONPATH")]))
+
+from tests.support.servers import RedisServer, cli_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -43,3 +43,30 @@ def test_every_scheme_and_rule_row_loads() -> None:
         assert callable(load(scheme.parser)), name
     for name, kind in RULE_KINDS.items():
         assert isinstance(load(kind.engine), type), name
+
+
+def _models_in(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    code = "import streamseg.models as m; print(sorted(m.ARCHITECTURES))"
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_plugins_add_rows_only_where_named() -> None:
+    """The suite's test-only model comes from STREAMSEG_PLUGINS, never from the package."""
+    import os
+
+    plain = {k: v for k, v in os.environ.items() if k != "STREAMSEG_PLUGINS"}
+    assert "maskrcnn_small_faulty" not in _models_in(plain).stdout
+    named = {**plain, "STREAMSEG_PLUGINS": "tests.support.plugins"}
+    assert "maskrcnn_small_faulty" in _models_in(named).stdout
+
+
+def test_a_plugin_that_cannot_be_imported_is_named_with_the_fix() -> None:
+    import os
+
+    done = _models_in({**os.environ, "STREAMSEG_PLUGINS": "tests.support.plugins, no_such_mod"})
+    assert done.returncode != 0
+    assert "STREAMSEG_PLUGINS names the module 'no_such_mod', which cannot be imported" in (
+        done.stderr
+    )

@@ -124,11 +124,6 @@ ARCHITECTURES: dict[str, Arch] = {
     "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
     "maskrcnn_r50_fpn_v2": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"),
     "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
-    # maskrcnn_small that fails on chosen forward passes (raise, exit, hang),
-    # for tests of how the service lives with a failing model; not for real use.
-    "maskrcnn_small_faulty": Arch(
-        "streamseg.models.maskrcnn.faulty:maskrcnn_small_faulty", "maskrcnn"
-    ),
     "mask2former_r50": Arch("streamseg.models.mask2former.build:mask2former_r50", "mask2former"),
     "mask2former_swin_t": Arch(
         "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"

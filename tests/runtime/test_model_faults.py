@@ -1,12 +1,12 @@
 """A model that fails reaches the pipeline at once, by name, in both `model_process` modes.
 
-The model is ``maskrcnn_small_faulty`` (``streamseg.models.maskrcnn.faulty``):
-the real small Mask R-CNN, failing on the forward passes its checkpoint
-names (pass 0 is the warm-up). A raised exception loses that batch's frames
-and is named in the pipeline's health; failures in a row stop the pipeline
-with the error; a model process that dies or hangs is ended and started
-again after a backoff; a worker ends with its parent, even mid-start.
-"""
+The model is ``maskrcnn_small_faulty`` (``tests/support/faulty_model.py``,
+registered by ``tests/support/plugins.py``): the real small Mask R-CNN,
+failing on the forward passes its checkpoint names (pass 0 is the warm-up).
+A raised exception loses that batch's frames and is named in the pipeline's
+health; failures in a row stop the pipeline with the error; a model process
+that dies or hangs is ended and started again after a backoff; a worker ends
+with its parent, even mid-start."""
 
 from __future__ import annotations
 

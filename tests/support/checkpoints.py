@@ -21,7 +21,7 @@ def random_checkpoint(
 
     ``faults``: a ``maskrcnn_small_faulty`` checkpoint instead (the same
     weights), failing on the forward passes ``faults`` names
-    (``streamseg.models.maskrcnn.faulty``); the model's own process builds
+    (``tests/support/faulty_model.py``); the model's own process builds
     it from the file as ``serve`` does.
     """
     from streamseg.models import build_model

@@ -1,5 +1,9 @@
 """``maskrcnn_small_faulty``: ``maskrcnn_small`` that fails on chosen forward passes.
 
+A test-only architecture: ``tests/support/plugins.py`` adds its row to
+``streamseg.models.ARCHITECTURES``, so that the suite has it and a user's
+``--arch`` choices do not.
+
 A real model (the same weights, keys and outputs as ``maskrcnn_small``)
 for testing how the service lives with a model that fails: an exception
 at warm-up or on a batch, a process that dies, a forward pass that never
@@ -105,3 +109,4 @@ def maskrcnn_small_faulty(*, faults: str = "", **options: Any) -> FaultyMaskRCNN
     faulty: FaultyMaskRCNN = model  # type: ignore[assignment]
     faulty.faults, faulty.passes = plan, 0
     return faulty
+
