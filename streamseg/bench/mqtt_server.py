@@ -146,13 +146,13 @@ class MQTTSubscriber:
                 keyfile=str(server.tls.client_key),
             )
 
-        def on_connect(client, userdata, flags, reason, props):  # type: ignore[no-untyped-def]
+        def on_connect(client, userdata, flags, reason, props):
             client.subscribe(topic, qos=1)
 
-        def on_subscribe(client, userdata, mid, reasons, props):  # type: ignore[no-untyped-def]
+        def on_subscribe(client, userdata, mid, reasons, props):
             self._subscribed.set()
 
-        def on_message(client, userdata, msg):  # type: ignore[no-untyped-def]
+        def on_message(client, userdata, msg):
             with self._lock:
                 self.messages.append((msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain)))
 

@@ -63,7 +63,7 @@ class UsageError(Exception):
 
 
 def _add_table(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    sub: argparse._SubParsersAction,
     table: dict[str, tuple[str, str]],
     argv: Sequence[str],
 ) -> None:

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _run_model(config, args: argparse.Namespace) -> dict:
     """The figures of the pipeline's own model (``--model config``)."""
     from streamseg.bench import clips, redis_server, report, runs
     from streamseg.bench.live import run_live
@@ -213,7 +213,7 @@ def _run_model(config, args: argparse.Namespace) -> dict:  # type: ignore[no-unt
     return result
 
 
-def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: ignore[no-untyped-def,type-arg]
+def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:
     from streamseg.bench import clips, redis_server, report, runs
     from streamseg.bench.oracle import FrameTruth, OracleSegmenter
 
@@ -260,7 +260,7 @@ def _run_oracle(config, args: argparse.Namespace, tmp: Path) -> dict:  # type: i
     return result
 
 
-def _oracle_scene(config, args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _oracle_scene(config, args: argparse.Namespace):
     """The pipeline's first synthetic camera and its scene, reshaped by the options."""
     from streamseg.synthetic.scene import SyntheticScene
 
@@ -293,7 +293,7 @@ def _oracle_scene(config, args: argparse.Namespace):  # type: ignore[no-untyped-
     return camera, scene
 
 
-def _bench_alerts(config, camera, cams: list[str], extra: dict):  # type: ignore[no-untyped-def,type-arg]
+def _bench_alerts(config, camera, cams: list[str], extra: dict):
     """``config`` with ``camera``'s alert rules given to every benchmark camera."""
     rules = config.alerts.cameras.get(camera.id)
     if rules is None:
@@ -303,7 +303,7 @@ def _bench_alerts(config, camera, cams: list[str], extra: dict):  # type: ignore
     return config.model_copy(update={"alerts": alerts})
 
 
-def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[no-untyped-def]
+def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:
     from streamseg.bench import clips
 
     if args.clip:
@@ -319,7 +319,7 @@ def _clip(config, args: argparse.Namespace, tmp: Path) -> Path:  # type: ignore[
     raise UsageError("the pipeline has no file or synthetic camera: pass --clip VIDEO")
 
 
-def _with_task(config, task: str):  # type: ignore[no-untyped-def]
+def _with_task(config, task: str):
     """``config`` with ``model.task`` from ``--task`` (checked as the file's would be)."""
     from pydantic import ValidationError
 
@@ -338,7 +338,7 @@ def _threads() -> int:
     return int(torch.get_num_threads())
 
 
-def _with_host_cpu(config, value: str):  # type: ignore[no-untyped-def]
+def _with_host_cpu(config, value: str):
     """``config`` with ``runtime.host_cpu`` from ``--host-cpu`` (a value the file could hold)."""
     from pydantic import ValidationError
 

@@ -108,7 +108,7 @@ def _download_weights(model: ModelConfig) -> bool:
     return True
 
 
-def _serve(config, cameras, *, quiet: bool, path: str) -> int:  # type: ignore[no-untyped-def]
+def _serve(config, cameras, *, quiet: bool, path: str) -> int:
     import io
 
     from streamseg.runtime.service import Service

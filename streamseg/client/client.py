@@ -178,7 +178,7 @@ class Client:
 
         def convert(entry: Entry, message: dict[str, Any] | None) -> FrameDetections | Alert:
             typed = events if entry.stream == self.alerts_stream else frames
-            return typed(entry, message)  # type: ignore[no-any-return]
+            return typed(entry, message)
 
         return self._subscribe(
             streams,

@@ -19,7 +19,7 @@ def literal_of(names: Iterable[str]) -> Any:
     values = tuple(names)
     if not values:
         raise ValueError("a registry is empty")
-    return Literal[values]  # type: ignore[valid-type]
+    return Literal[values]
 
 
 def check_choice(what: str, value: Any, names: Iterable[str]) -> Any:

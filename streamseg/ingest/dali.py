@@ -94,7 +94,7 @@ class DaliDecoder:
 
         on_gpu = self._device.type == "cuda"
 
-        @pipeline_def(  # type: ignore[misc]
+        @pipeline_def(
             batch_size=1,
             num_threads=1,
             device_id=(self._device.index or 0) if on_gpu else None,  # type: ignore[arg-type]

@@ -144,7 +144,7 @@ class HealthTracker:
         with self._lock:
             self._h = dataclasses.replace(
                 self._h,
-                **{k: getattr(self._h, k) + v for k, v in increments.items()},  # type: ignore[arg-type]
+                **{k: getattr(self._h, k) + v for k, v in increments.items()},
             )
 
     def frame_decoded(self, *, emitted: bool, when: float) -> None:

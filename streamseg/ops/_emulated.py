@@ -330,7 +330,7 @@ def register() -> None:
             return
         from torch.utils import backend_registration
 
-        class Hooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc, name-defined]
+        class Hooks(torch._C._acc.PrivateUse1Hooks):
             def is_available(self) -> bool:
                 return _ACTIVE[0] > 0
 
@@ -365,8 +365,8 @@ def _interpreted_launches(counts: DispatchCounts) -> Iterator[None]:
         with _disable_current_modes():
             return original(self, *args, **kwargs)
 
-    InterpretedFunction.run = run  # type: ignore[method-assign]
+    InterpretedFunction.run = run
     try:
         yield
     finally:
-        InterpretedFunction.run = original  # type: ignore[method-assign]
+        InterpretedFunction.run = original

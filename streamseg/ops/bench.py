@@ -217,7 +217,7 @@ def workloads(quick: bool = False, device: str = "cpu", tv: Any = None) -> list[
 def torchvision_module() -> tuple[Any, str | None]:
     """``(torchvision, None)`` when it imports with working ops, else ``(None, why)``."""
     try:
-        import torchvision  # type: ignore[import-untyped]
+        import torchvision
 
         torchvision.ops.nms(torch.zeros(1, 4), torch.zeros(1), 0.5)
     except Exception as exc:  # missing, or its C++ ops do not load on this torch

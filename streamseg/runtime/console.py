@@ -22,7 +22,7 @@ from streamseg.telemetry.counters import FRAME_COUNTERS
 from streamseg.track.alerts import AlertsConfig
 
 if TYPE_CHECKING:
-    from streamseg.config.telemetry import HttpConfig
+    from streamseg.console.config import HttpConfig
     from streamseg.console.events import EventLog
     from streamseg.console.live import LiveView
     from streamseg.runtime.service import Service

@@ -81,7 +81,7 @@ def decode_device(config: PipelineConfig, cameras: Sequence[CameraConfig] | None
 def open_camera(
     cam: CameraConfig, *, device: str = "cpu", on_packet: PacketHook | None = None
 ) -> SourceLike:
-    from streamseg.ingest import open_source  # type: ignore[attr-defined]
+    from streamseg.ingest import open_source
 
     log.info("ingest[%s]: %s", cam.id, redact_url(cam.url))
     source: SourceLike = open_source(**source_options(cam, device=device, on_packet=on_packet))

@@ -50,7 +50,7 @@ class _RedactingFormatter(logging.Formatter):
         return redact_text(super().format(record), *self.secrets)
 
 
-class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+class _Handler(logging.StreamHandler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.stream.isatty():
             self.stream.write("\r\x1b[2K")

@@ -231,15 +231,16 @@ def torchvision_maskrcnn(state: Mapping[str, Tensor]) -> torch.nn.Module:
 def fp32_precision(mode: str) -> Iterator[None]:
     """Run with float32 matmuls and convolutions in ``mode`` (``ieee``: full fp32, cuDNN
     deterministic; ``tf32``), then restore the settings found."""
-    cudnn = torch.backends.cudnn
-    before = (torch.backends.cuda.matmul.fp32_precision, cudnn.conv.fp32_precision)  # type: ignore[attr-defined]
+    cudnn: Any = torch.backends.cudnn  # conv.fp32_precision (torch >= 2.9) is not in the stubs
+    conv = cudnn.conv
+    before = (torch.backends.cuda.matmul.fp32_precision, conv.fp32_precision)
     deterministic, benchmark = cudnn.deterministic, cudnn.benchmark
     try:
         torch.backends.cuda.matmul.fp32_precision = mode
-        cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+        conv.fp32_precision = mode
         cudnn.deterministic, cudnn.benchmark = mode == "ieee", False
         yield
     finally:
         torch.backends.cuda.matmul.fp32_precision = before[0]
-        cudnn.conv.fp32_precision = before[1]  # type: ignore[attr-defined]
+        conv.fp32_precision = before[1]
         cudnn.deterministic, cudnn.benchmark = deterministic, benchmark

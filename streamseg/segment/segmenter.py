@@ -125,7 +125,8 @@ class Segmenter:
 
     @property
     def input_spec(self) -> InputSpec:
-        spec: InputSpec = self._model.input_spec  # type: ignore[assignment]
+        spec = self._model.input_spec
+        assert isinstance(spec, InputSpec), type(spec)
         return spec
 
     @property

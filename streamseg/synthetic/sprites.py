@@ -78,7 +78,7 @@ def _hsv_to_rgb(h: float, s: float, v: float) -> tuple[int, int, int]:
     p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
     r, g, b = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)][i]
     lo, hi = LEVEL_MARGIN, 255 - LEVEL_MARGIN
-    return tuple(round(lo + (hi - lo) * c) for c in (r, g, b))  # type: ignore[return-value]
+    return round(lo + (hi - lo) * r), round(lo + (hi - lo) * g), round(lo + (hi - lo) * b)
 
 
 def _contrasting(rng: np.random.Generator, hue: float, value: float) -> tuple[int, int, int]:
@@ -102,7 +102,8 @@ def make_appearance(
         colour_a = _hsv_to_rgb(hue, sat, value)
     else:
         lo, hi = LEVEL_MARGIN, 255 - LEVEL_MARGIN
-        colour_a = tuple(int(np.clip(c, lo, hi)) for c in colour)  # type: ignore[assignment]
+        r, g, b = (int(np.clip(c, lo, hi)) for c in colour)
+        colour_a = (r, g, b)
         value = max(colour) / 255.0
     return Appearance(
         label=label,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -113,4 +114,5 @@ def configure_tf32(enabled: bool) -> None:
     # ``allow_tf32`` flags is an error in this torch, so only this one is used.
     mode = "tf32" if enabled else "ieee"
     torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    cudnn: Any = torch.backends.cudnn  # conv.fp32_precision is not in torch's stubs
+    cudnn.conv.fp32_precision = mode

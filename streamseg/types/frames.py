@@ -80,7 +80,7 @@ class FrameBatch:
     def __len__(self) -> int:
         return len(self.frames)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self):
         return iter(self.frames)
 
     @property

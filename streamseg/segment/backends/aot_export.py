@@ -73,7 +73,8 @@ def export_package(
         the package metadata.
     """
     device = next(model.parameters()).device
-    spec: InputSpec = model.input_spec  # type: ignore[assignment]
+    spec = model.input_spec
+    assert isinstance(spec, InputSpec), type(spec)
     image_size = resized_size(*frame_size, spec.min_size, spec.max_size)
     input_size = padded_size([image_size], spec.size_divisibility)
     chosen = dense.select_parts(dense.dense_parts(model), parts)
@@ -184,4 +185,4 @@ def _compile_part(
             "always_keep_tensor_constants": True,
         }
         graph = ep.module(check_guards=False)
-        return torch._inductor.aot_compile(graph, tuple(args), options=options)  # type: ignore[arg-type]
+        return torch._inductor.aot_compile(graph, tuple(args), options=options)
