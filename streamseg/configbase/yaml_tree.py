@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import io
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -170,9 +170,3 @@ def _child_pos(node: Any, part: str | int, *, key: bool) -> int | None:
             return None
         return int(node.lc.item(part)[0])
     return None
-
-
-def iter_mapping_items(node: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(node, Mapping):
-        for k, v in node.items():
-            yield str(k), v

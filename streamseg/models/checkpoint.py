@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
 import pickle
 import zipfile
 from collections.abc import Callable, Mapping
@@ -274,9 +273,3 @@ def check_state_dict(
         "a checkpoint for another architecture or a truncated download gives this error"
     )
     raise CheckpointError("\n".join(parts))
-
-
-def tensor_bytes(data: bytes) -> dict[str, Tensor]:
-    """Load a weights-only checkpoint from bytes (used for hot swap over Redis)."""
-    obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    return unwrap_state_dict(obj, Path("<bytes>"))

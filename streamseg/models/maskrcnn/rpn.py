@@ -305,8 +305,3 @@ def _large_enough(boxes: Tensor, min_size: float) -> Tensor:
     if min_size > 0:
         return (ws >= min_size) & (hs >= min_size)
     return (ws > 0) & (hs > 0)
-
-
-def default_anchor_sizes(smallest: int = 32, levels: int = 5) -> tuple[int, ...]:
-    """``(32, 64, 128, 256, 512)`` for the defaults: one size per level, doubling."""
-    return tuple(int(smallest * math.pow(2, i)) for i in range(levels))
