@@ -29,6 +29,7 @@ from streamseg.segment.config import ModelSource
 
 __all__ = [
     "load_pipeline",
+    "load_section",
     "load_yaml_model",
     "resolve_path",
     "validate_pipeline",
@@ -116,6 +117,30 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
     """
     path = Path(path)
     return validate_pipeline(read_yaml(path, what="a pipeline.yaml"), path, environ=environ)
+
+
+def load_section(
+    path: str | Path, key: str, schema: type[M], *, environ: Mapping[str, str] | None = None
+) -> M:
+    """Only the ``key:`` section of the pipeline.yaml ``path``, validated as ``schema``
+    (its defaults when the file has none).
+
+    The other sections are neither validated nor interpolated: ``subscribe
+    --pipeline`` needs ``redis:`` and must not ask for the console's
+    ``${STREAMSEG_HTTP_TOKEN}``. Errors carry the file's lines and
+    ``key.field`` paths, as ``load_pipeline``'s do. Raises ``ConfigError``.
+    """
+    path = Path(path)
+    tree = read_yaml(path, what="a pipeline.yaml")
+    for other in [k for k in tree if k != key]:
+        del tree[other]  # the line numbers of what is left stay as read
+    field: Any = (schema, pydantic.Field(default_factory=schema))
+    wrapper = pydantic.create_model(
+        f"{key.title()}Section", __config__=pydantic.ConfigDict(extra="forbid"), **{key: field}
+    )
+    config = validate_tree(tree, wrapper, name=str(path), environ=environ)
+    section: M = getattr(config, key)
+    return section
 
 
 def validate_pipeline(
