@@ -110,6 +110,12 @@ def test_console_live_view_token_and_live_rule_changes(
         assert any(f and f.startswith(field) for f in fields(reply)), (field, reply)
     code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"{nope", token=TOKEN)
     assert code == 400 and fields(reply) == ["body"]
+    # aiohttp's own refusal of an oversized body is JSON of the same shape.
+    code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"x" * (2 << 20), token=TOKEN)
+    assert code == 413 and fields(reply) == ["body"] and "too large" in reply["error"], reply
+    bow = {"name": "z", "polygon": [[0, 0], [50, 50], [50, 0], [0, 50]]}
+    code, reply = call(port, "POST", "/api/cameras/a/zones", bow, token=TOKEN)
+    assert code == 422 and "crosses itself" in json.dumps(reply), reply  # not "has no area"
     assert path.read_text() == original
 
     # A zone over the whole frame of camera a and a zone rule: alerts reach Redis, no restart.
