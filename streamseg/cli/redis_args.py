@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel
 
 from streamseg.cli import EXIT_FAILURE, UsageError
 from streamseg.config.pipeline import PipelineConfig
@@ -34,12 +36,15 @@ __all__ = [
     "add_redis_arguments",
     "load_pipeline_or_exit",
     "open_recording",
+    "pipeline_section",
     "redis_failure",
     "redis_section",
     "stream_prefix",
 ]
 
 URL_ENV = "STREAMSEG_REDIS_URL"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +99,7 @@ def redis_section(args: argparse.Namespace, config: PipelineConfig | None = None
     if config is not None:
         section = config.redis
     elif pipeline:
-        section = _redis_section_of(pipeline)
+        section = pipeline_section(pipeline, "redis", RedisConfig)
     url = args.redis or (None if config is not None or pipeline else os.environ.get(URL_ENV))
     if not url:
         return section
@@ -104,15 +109,15 @@ def redis_section(args: argparse.Namespace, config: PipelineConfig | None = None
         raise UsageError(f"--redis: {exc}") from None
 
 
-def _redis_section_of(path: str) -> RedisConfig:
-    """The ``redis:`` section of the pipeline.yaml at ``path`` alone: a reader of the
+def pipeline_section(path: str, key: str, schema: type[M]) -> M:
+    """The ``key:`` section of the pipeline.yaml at ``path`` alone: a reader of the
     streams needs no other section, nor their ``${ENV}`` variables (the console's
     token). A config error is a ``UsageError`` (exit 2)."""
     from streamseg.config import ConfigError
     from streamseg.config.loader import load_section
 
     try:
-        return load_section(path, "redis", RedisConfig)
+        return load_section(path, key, schema)
     except ConfigError as exc:
         raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
 
