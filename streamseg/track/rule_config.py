@@ -73,11 +73,9 @@ class ZoneConfig(StrictModel):
 
 def _on_one_line(points: list[Point]) -> bool:
     """Whether every point lies on one straight line (or they are all one point)."""
-    (x0, y0), far = (
-        points[0],
-        max(points, key=lambda p: abs(p[0] - points[0][0]) + abs(p[1] - points[0][1])),
-    )
-    dx, dy = far[0] - x0, far[1] - y0
+    x0, y0 = points[0]
+    fx, fy = max(points, key=lambda p: abs(p[0] - x0) + abs(p[1] - y0))  # the farthest
+    dx, dy = fx - x0, fy - y0
     scale = max(abs(dx), abs(dy), 1e-300)
     return all(abs(dx * (y - y0) - dy * (x - x0)) <= 1e-9 * scale * scale for x, y in points)
 
