@@ -2,8 +2,10 @@
 
 ``--pipeline`` takes the whole ``redis:`` section of a pipeline.yaml (url,
 ``${REDIS_PASSWORD}``, TLS CA and client certificate) and its
-``stream_prefix``; ``--redis`` replaces only the url (its own credentials,
-when it has some, replace the section's). Without either: the url in
+``stream_prefix``, reading that section alone (no other section's
+``${ENV}``, such as the console's token, is asked for); ``--redis``
+replaces only the url (its own credentials, when it has some, replace the
+section's). Without either: the url in
 ``$STREAMSEG_REDIS_URL``, else ``redis://127.0.0.1:6379/0``. The client is
 opened by ``streamseg.publish.connect.redis_client``, like the service's.
 
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel
 
 from streamseg.cli import EXIT_FAILURE, UsageError
 from streamseg.config.pipeline import PipelineConfig
@@ -32,12 +36,15 @@ __all__ = [
     "add_redis_arguments",
     "load_pipeline_or_exit",
     "open_recording",
+    "pipeline_section",
     "redis_failure",
     "redis_section",
     "stream_prefix",
 ]
 
 URL_ENV = "STREAMSEG_REDIS_URL"
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def add_redis_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,16 +94,32 @@ def load_pipeline_or_exit(path: str) -> PipelineConfig:
 
 def redis_section(args: argparse.Namespace, config: PipelineConfig | None = None) -> RedisConfig:
     """The ``redis:`` section the command connects with (see the module docstring)."""
-    if config is None and getattr(args, "pipeline", None):
-        config = load_pipeline_or_exit(args.pipeline)
-    section = config.redis if config is not None else RedisConfig()
-    url = args.redis or (None if config is not None else os.environ.get(URL_ENV))
+    section = RedisConfig()
+    pipeline = getattr(args, "pipeline", None)
+    if config is not None:
+        section = config.redis
+    elif pipeline:
+        section = pipeline_section(pipeline, "redis", RedisConfig)
+    url = args.redis or (None if config is not None or pipeline else os.environ.get(URL_ENV))
     if not url:
         return section
     try:
         return section.with_url(url)
     except ValueError as exc:
         raise UsageError(f"--redis: {exc}") from None
+
+
+def pipeline_section(path: str, key: str, schema: type[M]) -> M:
+    """The ``key:`` section of the pipeline.yaml at ``path`` alone: a reader of the
+    streams needs no other section, nor their ``${ENV}`` variables (the console's
+    token). A config error is a ``UsageError`` (exit 2)."""
+    from streamseg.config import ConfigError
+    from streamseg.config.loader import load_section
+
+    try:
+        return load_section(path, key, schema)
+    except ConfigError as exc:
+        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
 
 
 def stream_prefix(args: argparse.Namespace, section: RedisConfig) -> str:

@@ -2,7 +2,8 @@
 
 Publishes a swap request on ``<prefix>:control`` and waits for the first
 answer on ``<prefix>:control:status``. With ``--pipeline`` the Redis url,
-password, TLS files, prefix and ``model.swap_token`` are the service's own;
+password, TLS files, prefix and ``model.swap_token`` are the service's own
+(those two sections alone are read: not the console's token, for one);
 otherwise the token comes from ``$STREAMSEG_SWAP_TOKEN`` (never from the
 command line, where other users of the machine could read it). Exit code 0
 when a service switched, 1 when it refused the request or the checkpoint
@@ -20,7 +21,7 @@ import sys
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
 from streamseg.cli.redis_args import (
     add_redis_arguments,
-    load_pipeline_or_exit,
+    pipeline_section,
     redis_section,
     stream_prefix,
 )
@@ -46,13 +47,14 @@ def run(args: argparse.Namespace) -> int:
     from streamseg.publish.connect import redis_client
     from streamseg.redact import redact_text, redact_url
     from streamseg.runtime.hotswap import request_swap, status_key, wait_for_status
+    from streamseg.segment.config import ModelConfig
 
-    config = load_pipeline_or_exit(args.pipeline) if args.pipeline else None
-    section = redis_section(args, config)
+    section = redis_section(args)  # --pipeline: its redis: section alone
     prefix = stream_prefix(args, section)
     token = os.environ.get(TOKEN_ENV) or None
-    if config is not None and config.model.swap_token is not None:
-        token = config.model.swap_token.get_secret_value()
+    model = pipeline_section(args.pipeline, "model", ModelConfig) if args.pipeline else None
+    if model is not None and model.swap_token is not None:
+        token = model.swap_token.get_secret_value()
     weights = args.weights
     if os.path.exists(weights):
         weights = os.path.abspath(weights)  # the service may run in another folder

@@ -2,9 +2,9 @@
 
 ``pip install 'streamseg[supervision]'``. ``to_supervision`` fills
 ``xyxy`` (float64, frame pixels), ``confidence``, ``class_id``,
-``tracker_id`` (when every instance has a track; ``-1`` stands for an
-untracked one among tracked ones), ``mask`` (``(N, H, W)`` bool, decoded
-here; ``masks=False`` skips it) and ``data["class_name"]``.
+``tracker_id`` (always an ``(N,)`` int64 array, ``-1`` for an untracked
+instance, so a frame with no tracked instance gives all ``-1``), ``mask``
+(``(N, H, W)`` bool, decoded here; ``masks=False`` skips it) and ``data["class_name"]``.
 ``from_supervision`` reads the same fields back into ``Instance``s, the
 masks encoded as COCO RLE.
 
@@ -54,11 +54,7 @@ def to_supervision(frame: FrameDetections, *, masks: bool = True) -> sv.Detectio
         xyxy=np.array([i.box for i in inst], dtype=np.float64).reshape(n, 4),
         confidence=np.array([i.score for i in inst], dtype=np.float64),
         class_id=np.array([i.label for i in inst], dtype=np.int64),
-        tracker_id=(
-            None
-            if n == 0 or all(t is None for t in tracks)
-            else np.array([-1 if t is None else t for t in tracks], dtype=np.int64)
-        ),
+        tracker_id=np.array([-1 if t is None else t for t in tracks], dtype=np.int64),
         mask=frame.masks() if has_masks else None,
         data={"class_name": np.array([i.label_name or "" for i in inst], dtype=object)},
     )

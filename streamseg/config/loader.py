@@ -11,24 +11,22 @@ password or a URL (which may hold one).
 
 from __future__ import annotations
 
-import difflib
 import os
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
-from pydantic_core import ErrorDetails
 
 from streamseg.config.pipeline import PipelineConfig
-from streamseg.configbase.errors import ConfigError, ConfigIssue, Loc
+from streamseg.configbase.errors import ConfigError, ConfigIssue
+from streamseg.configbase.issues import issue_from_pydantic
 from streamseg.configbase.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
 from streamseg.segment.config import ModelSource
 
 __all__ = [
     "load_pipeline",
+    "load_section",
     "load_yaml_model",
     "resolve_path",
     "validate_pipeline",
@@ -37,9 +35,6 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=pydantic.BaseModel)
-
-# Fields whose input is never echoed in an error message.
-_SECRET_FIELDS = frozenset({"password", "username", "url", "otlp_endpoint", "swap_token", "token"})
 
 
 def load_yaml_model(
@@ -96,7 +91,7 @@ def validate_tree(
     try:
         config = schema.model_validate(data)
     except pydantic.ValidationError as exc:
-        found = [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
+        found = [issue_from_pydantic(err, tree, schema) for err in exc.errors()]
         # A value with an unset ${VAR} is reported as that, not as what its text is not.
         issues += [i for i in found if i.loc not in unset]
     if extra_checks is not None:
@@ -116,6 +111,30 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
     """
     path = Path(path)
     return validate_pipeline(read_yaml(path, what="a pipeline.yaml"), path, environ=environ)
+
+
+def load_section(
+    path: str | Path, key: str, schema: type[M], *, environ: Mapping[str, str] | None = None
+) -> M:
+    """Only the ``key:`` section of the pipeline.yaml ``path``, validated as ``schema``
+    (its defaults when the file has none).
+
+    The other sections are neither validated nor interpolated: ``subscribe
+    --pipeline`` needs ``redis:`` and must not ask for the console's
+    ``${STREAMSEG_HTTP_TOKEN}``. Errors carry the file's lines and
+    ``key.field`` paths, as ``load_pipeline``'s do. Raises ``ConfigError``.
+    """
+    path = Path(path)
+    tree = read_yaml(path, what="a pipeline.yaml")
+    for other in [k for k in tree if k != key]:
+        del tree[other]  # the line numbers of what is left stay as read
+    field: Any = (schema, pydantic.Field(default_factory=schema))
+    wrapper = pydantic.create_model(
+        f"{key.title()}Section", __config__=pydantic.ConfigDict(extra="forbid"), **{key: field}
+    )
+    config = validate_tree(tree, wrapper, name=str(path), environ=environ)
+    section: M = getattr(config, key)
+    return section
 
 
 def validate_pipeline(
@@ -296,65 +315,6 @@ def _aot_package_check(model: Mapping[str, Any], base_dir: Path) -> list[ConfigI
             "--out F.pt2` (path relative to the pipeline.yaml)",
         )
     ]
-
-
-def _issue_from_pydantic(err: ErrorDetails, tree: Any, schema: type[Any]) -> ConfigIssue:
-    loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        key = str(loc[-1]) if loc else "?"
-        valid = _valid_keys(schema, loc[:-1])
-        close = difflib.get_close_matches(key, valid, n=1)
-        extra = f"did you mean {close[0]!r}? " if close else ""
-        extra += f"valid keys: {', '.join(valid)}" if valid else ""
-        return ConfigIssue(
-            f"unknown key {key!r}", loc=loc, line=line_of(tree, loc, key_line=True), hint=extra
-        )
-    if kind == "missing":
-        return ConfigIssue(
-            "required key is missing",
-            loc=loc,
-            line=line_of(tree, loc),
-            hint=f"add `{loc[-1]}:`" if loc and isinstance(loc[-1], str) else None,
-        )
-    message = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    hint = None
-    last = loc[-1] if loc else None
-    if kind != "value_error" and last not in _SECRET_FIELDS and _echoable(err.get("input")):
-        hint = f"got {err['input']!r}"
-    return ConfigIssue(message, loc=loc, line=line_of(tree, loc), hint=hint)
-
-
-def _echoable(value: Any) -> bool:
-    return isinstance(value, int | float | bool | str) and len(str(value)) <= 80
-
-
-def _valid_keys(schema: type[Any], loc: Loc) -> list[str]:
-    """The field names of the model at ``loc`` in ``schema`` (empty if unknown)."""
-    model: Any = schema
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part) if _is_model(model) else None
-        if field is None:
-            return []
-        model = _inner_model(field.annotation)
-    return sorted(model.model_fields) if _is_model(model) else []
-
-
-def _inner_model(annotation: Any) -> Any:
-    """``X`` out of ``X``, ``list[X]``, ``X | None``."""
-    origin = typing.get_origin(annotation)
-    if origin in (list, typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            inner = _inner_model(arg)
-            if _is_model(inner):
-                return inner
-    return annotation
-
-
-def _is_model(obj: Any) -> bool:
-    return isinstance(obj, type) and issubclass(obj, pydantic.BaseModel)
 
 
 def _with_line(issue: ConfigIssue, tree: Any) -> ConfigIssue:

@@ -69,6 +69,7 @@ def _given(request: web.Request) -> str | None:
 
 
 def _refuse(status: int, message: str) -> web.Response:
-    body = json.dumps({"error": message}).encode() + b"\n"
+    issue = {"field": "token", "message": message, "hint": None}  # http_error's shape
+    body = json.dumps({"error": message, "issues": [issue]}).encode() + b"\n"
     headers = {"WWW-Authenticate": 'Bearer realm="streamseg"'} if status == 401 else None
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)

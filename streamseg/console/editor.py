@@ -32,7 +32,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.configbase.yaml_tree import read_yaml
-from streamseg.console.roundtrip import dump, merge_edit, round_trip_yaml
+from streamseg.console.roundtrip import LineGaps, dump, merge_edit, round_trip_yaml
 from streamseg.ingest.config import CameraConfig
 from streamseg.track.alerts import AlertsConfig
 
@@ -128,7 +128,9 @@ class PipelineEditor:
                 raise ChangeRefused(409, issues, "the pipeline file cannot be read") from None
             yaml = round_trip_yaml(text)
             tree = yaml.load(text)
+            gaps = LineGaps(tree)
             edit(tree)
+            gaps.restore(tree)  # blank lines stay where they were, between the same entries
             try:
                 config = self.validate(tree, self.path, environ=self.environ)
             except ConfigError as exc:

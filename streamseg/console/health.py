@@ -3,8 +3,9 @@
 ``HealthHistory.sample(cameras)`` takes the ``/api/cameras`` view of every
 camera (state, segmented and skipped frames, reconnects, stalls, time of
 the last frame) and keeps, per camera, one point per call for ``window``
-seconds: ``[time, fps, skipped/s, lag s, reconnects, stalls]``, rates from
-the difference with the previous sample. The console's web server calls it
+seconds: ``[time, fps, skipped/s, lag s, reconnects, stalls]``: ``fps`` the
+camera's one figure (its ``fps`` there, which the tiles and the status line
+show too), skipped/s from the difference with the previous sample. The console's web server calls it
 every ``interval`` seconds on its own loop.
 """
 
@@ -52,9 +53,10 @@ class HealthHistory:
                 dt = now - last[0]
                 frame_time = info.get("last_frame_time")
                 lag = None if frame_time is None else max(0.0, now - float(frame_time))
+                fps = info.get("fps")  # the camera's one fps figure (streamseg.runtime.rates)
                 point: list[float | None] = [
                     round(now, 3),
-                    round((processed - last[1]) / dt, 2),
+                    None if fps is None else round(float(fps), 2),
                     round((skipped - last[2]) / dt, 2),
                     None if lag is None else round(lag, 3),
                     float(info.get("reconnects") or 0),

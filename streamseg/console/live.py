@@ -65,8 +65,8 @@ class LiveFrame:
     ``image``: ``uint8 (H, W, 3)`` RGB (on the device the camera decodes
     to); ``result``: the tracked ``FrameResult`` of that image; ``trails``:
     ``{track id: [(x, y), ...]}`` box centres, oldest first; ``counts``:
-    zone occupancy and line ``(in, out)`` by name; ``fps``: frames per
-    second reaching this slot.
+    zone occupancy and line ``(in, out)`` by name; ``fps``: the camera's
+    frames per second when it was offered (``LiveView``'s ``fps_of``, 0 unknown).
     """
 
     image: Tensor
@@ -94,14 +94,13 @@ class LiveView:
         trail_length: int = 16,
         events: EventLog | None = None,
         rules_of: Callable[[str], CameraAlerts | None] | None = None,
+        fps_of: Callable[[str], float | None] | None = None,
     ) -> None:
         self.trail_length = trail_length
-        self.events, self.rules_of = events, rules_of
+        self.events, self.rules_of, self.fps_of = events, rules_of, fps_of
         self._viewers: dict[str, int] = collections.defaultdict(int)
         self._slots: dict[str, LiveFrame] = {}
         self._trails: dict[str, Trails] = {}
-        self._last: dict[str, float] = {}
-        self._fps: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def wants(self, camera_id: str) -> bool:
@@ -144,13 +143,6 @@ class LiveView:
         Returns ``events`` with ``snapshot`` set for those that get one.
         """
         cid = result.frame.camera_id
-        now = time.monotonic()
-        last = self._last.get(cid)
-        self._last[cid] = now
-        if last is not None and now > last:
-            rate = 1.0 / (now - last)
-            old = self._fps.get(cid)
-            self._fps[cid] = rate if old is None else 0.8 * old + 0.2 * rate
         trails = self._update_trails(cid, result)
         if events and self.events is not None:
             alerts = self.rules_of(cid) if self.rules_of is not None else None
@@ -163,7 +155,7 @@ class LiveView:
                 result=result,
                 trails=trails,
                 counts=dict(counts),
-                fps=self._fps.get(cid, 0.0),
+                fps=(self.fps_of(cid) if self.fps_of is not None else None) or 0.0,
                 time=time.time(),
             )
         return events
@@ -174,14 +166,9 @@ class LiveView:
         with self._lock:
             self._slots.pop(camera_id, None)
             self._trails.pop(camera_id, None)
-            self._last.pop(camera_id, None)
-            self._fps.pop(camera_id, None)
 
     def latest(self, camera_id: str) -> LiveFrame | None:
         return self._slots.get(camera_id)
-
-    def fps(self, camera_id: str) -> float | None:
-        return self._fps.get(camera_id)
 
     def _update_trails(
         self, camera_id: str, result: FrameResult

@@ -19,18 +19,29 @@ as a block, and an edit touching such a block replaces the whole block.
 Everything else in ``original`` is kept byte for byte. ``PipelineEditor``
 checks that the result reads back as the edited tree, and else writes the
 round trip's text (a restyled file, never a wrong one).
+
+The blank lines and comments between two entries (and after a block's last
+one, before what follows it) are kept by ruamel as a comment on the end of
+the entry above, so removing or replacing that entry would take them away,
+and an entry added after it would come before them. ``LineGaps`` notes each
+such gap by the entry it stands *before* (or the block's end) and puts it
+back there after the edit: removing the last camera keeps the blank line
+before ``model:``, adding one puts the new camera above that line.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import io
+from collections.abc import Iterator
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-__all__ = ["dump", "guess_indent", "merge_edit", "round_trip_yaml"]
+__all__ = ["LineGaps", "dump", "guess_indent", "merge_edit", "round_trip_yaml"]
 
 
 def round_trip_yaml(text: str) -> YAML:
@@ -143,3 +154,102 @@ def _original_of(units: list[_Unit], b0: int, b1: int, o: list[str]) -> list[str
         if inside:
             out += o[u.o0 : u.o1]
     return out
+
+
+_END = "<end>"  # the anchor of the gap after a block's last entry
+_Slot = tuple[Any, Any, int]  # (container, key or index, position in its ca.items entry)
+
+
+class LineGaps:
+    """The gaps (blank lines, comment lines) between the entries of every block
+    of a ruamel tree, each noted by the entry it comes before; ``restore``
+    puts them back there after an edit (see the module docstring)."""
+
+    def __init__(self, tree: Any) -> None:
+        self._nodes = list(_blocks(tree))  # held, so that no id() is reused meanwhile
+        self._gaps = {
+            (id(node), anchor): _tail(_token(slot))
+            for node in self._nodes
+            for anchor, slot in _ends(node)
+            if anchor is not None and slot is not None
+        }
+        self._known = {id(node) for node in self._nodes}
+
+    def restore(self, tree: Any) -> None:
+        """Give each gap back to the entry now above its anchor; an entry that now
+        stands before a new neighbour loses the gap it had. Outer blocks first: a
+        block's end is also its last entry's end, and the outer one says what follows."""
+        done: set[tuple[int, Any, int]] = set()
+        for node in _blocks(tree):
+            if id(node) not in self._known:
+                continue
+            for anchor, slot in _ends(node):
+                if anchor is None or slot is None or (id(slot[0]), slot[1], slot[2]) in done:
+                    continue
+                done.add((id(slot[0]), slot[1], slot[2]))
+                _set_tail(slot, self._gaps.get((id(node), anchor), ""))
+
+
+def _blocks(node: Any) -> Iterator[Any]:
+    """Every block-style mapping and sequence in ``node``, outer ones first."""
+    if not isinstance(node, CommentedMap | CommentedSeq) or node.fa.flow_style():
+        return
+    yield node
+    for child in node.values() if isinstance(node, CommentedMap) else node:
+        yield from _blocks(child)
+
+
+def _ends(node: Any) -> Iterator[tuple[Any, _Slot | None]]:
+    """For each entry of ``node``: the anchor of the gap after it (the next entry's
+    key, or id for a sequence's mapping or list; ``_END`` for the last) and the
+    comment slot ruamel keeps that gap in."""
+    keys = list(node) if isinstance(node, CommentedMap) else list(range(len(node)))
+    for k, key in enumerate(keys):
+        if k + 1 == len(keys):
+            anchor: Any = _END
+        elif isinstance(node, CommentedMap):
+            anchor = keys[k + 1]
+        else:
+            after = node[keys[k + 1]]
+            anchor = id(after) if isinstance(after, CommentedMap | CommentedSeq) else None
+        yield anchor, _end_slot(node, key)
+
+
+def _end_slot(node: Any, key: Any) -> _Slot | None:
+    """Where the comment after the last line of ``node[key]`` is kept (``None``: where
+    ruamel keeps it elsewhere, after a flow collection)."""
+    child = node[key]
+    if isinstance(child, CommentedMap | CommentedSeq) and len(child):
+        if child.fa.flow_style():
+            return None
+        return _end_slot(
+            child, list(child)[-1] if isinstance(child, CommentedMap) else -1 + len(child)
+        )
+    return node, key, 2 if isinstance(node, CommentedMap) else 0
+
+
+def _token(slot: _Slot) -> Any:
+    entry = slot[0].ca.items.get(slot[1])
+    return entry[slot[2]] if entry else None
+
+
+def _tail(token: Any) -> str:
+    """A comment token's lines after the one it ends (its end-of-line comment)."""
+    return "" if token is None else str(token.value).partition("\n")[2]
+
+
+def _set_tail(slot: _Slot, tail: str) -> None:
+    token = _token(slot)
+    if _tail(token) == tail:
+        return
+    if token is None:
+        from ruamel.yaml.error import CommentMark
+        from ruamel.yaml.tokens import CommentToken
+
+        token = CommentToken("\n", CommentMark(0), None)
+    else:
+        token = copy.copy(token)
+    head = str(token.value).partition("\n")[0] + "\n"
+    entry = slot[0].ca.items.setdefault(slot[1], [None, None, None, None])
+    entry[slot[2]] = None if head == "\n" and not tail else token
+    token.value = head + tail

@@ -46,7 +46,13 @@ from streamseg.console.health import FIELDS as HEALTH_FIELDS
 from streamseg.console.health import HealthHistory
 from streamseg.console.live import LiveFrame, LiveView
 from streamseg.console.overlay import OverlayInfo, render_image
-from streamseg.console.web import ConsoleBackend, camera_of, http_error, json_response
+from streamseg.console.web import (
+    ConsoleBackend,
+    camera_of,
+    http_error,
+    json_errors,
+    json_response,
+)
 from streamseg.track.alerts import ALERT_KINDS, CameraAlerts
 
 __all__ = ["Console", "ConsoleBackend"]
@@ -85,6 +91,7 @@ class Console:
 
     def install(self, app: web.Application) -> None:
         token = self.http.token.get_secret_value() if self.http.token is not None else None
+        app.middlewares.append(json_errors)  # outermost: the token's refusals are JSON already
         app.middlewares.append(token_middleware(token=token, loopback=self.http.loopback))
         app.on_startup.append(self._start_sampling)
         app.on_cleanup.append(self._stop_sampling)

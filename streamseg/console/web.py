@@ -3,22 +3,35 @@
 ``ConsoleBackend`` is what the console needs from the running service
 (``streamseg.runtime.console.ServiceConsole`` answers it). Replies are JSON;
 errors are ``{"error", "issues": [{"field", "message", "hint"}]}``
-(``http_error``), with the status saying what kind.
+(``http_error``), with the status saying what kind. ``json_errors`` puts
+every other refusal in that shape too: aiohttp's own (413 for a body over
+its size limit, 405) and the 500 of a handler that failed.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from streamseg.ingest.config import CameraConfig
+from streamseg.redact import redact_text
 from streamseg.track.alerts import AlertsConfig
 
-__all__ = ["ConsoleBackend", "camera_of", "http_error", "json_response", "read_body"]
+__all__ = [
+    "ConsoleBackend",
+    "camera_of",
+    "http_error",
+    "json_errors",
+    "json_response",
+    "read_body",
+]
+
+log = logging.getLogger("streamseg.console")
 
 
 class ConsoleBackend(Protocol):
@@ -87,6 +100,46 @@ def http_error(status: int, field: str | None, message: str, hint: str | None) -
     cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
            422: web.HTTPUnprocessableEntity, 503: web.HTTPServiceUnavailable}[status]  # fmt: skip
     return cls(text=json.dumps(body), content_type="application/json")
+
+
+def _error_body(message: str, field: str | None, hint: str | None) -> str:
+    return json.dumps(
+        {"error": message, "issues": [{"field": field, "message": message, "hint": hint}]}
+    )
+
+
+@web.middleware
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Every refusal as ``http_error``'s JSON: aiohttp's plain-text ones (413, 405,
+    ...) and a handler's unexpected exception (500, logged with its traceback)."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        too_large = exc.status == 413
+        body = _error_body(
+            f"the body is too large ({exc.text})" if too_large else exc.reason,
+            "body" if too_large else None,
+            f"send at most {request.client_max_size} bytes" if too_large else None,
+        )
+        headers = {k: v for k, v in exc.headers.items() if k.lower() not in _OWN_HEADERS}
+        return web.Response(
+            status=exc.status, text=body, content_type="application/json", headers=headers
+        )
+    except Exception as exc:
+        log.exception("console: %s %s failed", request.method, request.path)
+        what = redact_text(str(exc).splitlines()[0] if str(exc) else "")
+        message = f"internal error: {type(exc).__name__}" + (f": {what}" if what else "")
+        body = _error_body(
+            message, None, "a fault of the service, not of the request: its log has the traceback"
+        )
+        return web.Response(status=500, text=body, content_type="application/json")
+
+
+_OWN_HEADERS = frozenset({"content-type", "content-length"})
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamseg.errors import StartupError
 from streamseg.models import build_model, class_options
 from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
 
@@ -40,10 +41,12 @@ def load_trained_model(
         CheckpointError: the file is missing, unreadable or does not fit,
             whatever its content (empty, text, random bytes, truncated,
             another architecture's weights), or no ``arch`` is known.
+        StartupError: another mistake, told as it is: a missing extra
+            (``MissingTransformersError``) is not the weights' fault.
     """
     try:
         return _load(weights, arch, overrides)
-    except CheckpointError:
+    except StartupError:  # CheckpointError, MissingTransformersError: already says what to do
         raise
     except Exception as exc:  # a converter that fails on an odd file, a torch.load error
         what = f"{arch!r} weights" if arch else "a model checkpoint"

@@ -181,12 +181,9 @@ def _entry_union() -> Any:
     models = tuple(Annotated[t.config, Tag(key)] for key, t in SINK_TYPES.items())
     if len(models) == 1:
         return SINK_TYPES[PRIMARY_SINK].config
-    names = ", ".join(repr(t) for t in SINK_TYPES)
-    pick = Discriminator(
-        _entry_type,
-        custom_error_type="sink_type",
-        custom_error_message=f"type is required and must be one of {names} (e.g. type: mqtt)",
-    )
+    # A missing or unknown type is told so, with the known ones, by the config
+    # loader (streamseg.configbase.issues), as for rules.
+    pick = Discriminator(_entry_type)
     return Annotated[Union[models], pick]  # noqa: UP007
 
 

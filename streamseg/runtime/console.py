@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,9 +30,6 @@ __all__ = ["ServiceConsole", "build_console", "event_log"]
 
 log = logging.getLogger("streamseg.runtime")
 
-# Rates are measured over at least this many seconds.
-RATE_WINDOW_S = 1.0
-
 
 class ServiceConsole:
     """``ConsoleBackend`` over a ``Service``."""
@@ -41,7 +37,6 @@ class ServiceConsole:
     def __init__(self, service: Service) -> None:
         self.service = service
         self._lock = threading.Lock()
-        self._rates: dict[str, tuple[float, int, float | None]] = {}  # time, processed, fps
 
     def cameras(self) -> dict[str, dict[str, Any]]:
         _ready, details = self.service.readiness()
@@ -52,7 +47,7 @@ class ServiceConsole:
             info.update(
                 id=cam.id,
                 url=redact_url(cam.url),
-                fps=self._fps(cam.id, counts.get("segmented", 0)),
+                fps=self.fps(cam.id),
                 # the frame counters, named as streamseg.telemetry.counters says
                 **{word: counts.get(word, 0) for word in FRAME_COUNTERS},
             )
@@ -110,8 +105,6 @@ class ServiceConsole:
 
     def remove_camera(self, camera_id: str) -> None:
         self.service.remove_camera(camera_id)
-        with self._lock:
-            self._rates.pop(camera_id, None)  # added again later, it measures afresh
         self._sync_cameras()
 
     def _sync_cameras(self) -> None:
@@ -127,18 +120,12 @@ class ServiceConsole:
         p = self.service.pipeline
         return p.frame_size(camera_id) if p is not None else None
 
-    def _fps(self, camera_id: str, processed: int) -> float | None:
-        now = time.monotonic()
-        with self._lock:
-            last = self._rates.get(camera_id)
-            if last is None:
-                self._rates[camera_id] = (now, processed, None)
-                return None
-            t0, n0, fps = last
-            if now - t0 >= RATE_WINDOW_S:
-                fps = (processed - n0) / (now - t0)
-                self._rates[camera_id] = (now, processed, fps)
-            return None if fps is None else round(fps, 2)
+    def fps(self, camera_id: str) -> float | None:
+        """The camera's frames per second: ``PipelineStats.fps``, the one figure the
+        status line, the tiles, the live badges and the charts show."""
+        p = self.service.pipeline
+        fps = p.stats.fps(camera_id) if p is not None else None
+        return None if fps is None else round(fps, 2)
 
 
 def build_console(
@@ -157,6 +144,7 @@ def build_console(
         trail_length=h.trail_length,
         events=events,
         rules_of=lambda cid: backend.alerts().cameras.get(cid),
+        fps_of=backend.fps,
     )
     editor = (
         PipelineEditor(service.pipeline_path, validate=validate_pipeline)

@@ -248,7 +248,7 @@ class SegmentStage:
             self.metrics.stage_latency.record(time.monotonic() - batch.sent, {"stage": "segment"})
         out = []
         for f, inst in zip(frames, instances, strict=True):
-            self.stats.segmented(f.camera_id)
+            self.stats.segmented(f.camera_id, f.capture_time)
             if self.keep_pixels is not None:
                 self.keep_pixels(f)
             out.append(FrameResult(f.without_image(), inst))

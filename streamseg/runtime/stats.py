@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from streamseg.runtime.rates import FrameRate
 from streamseg.telemetry.metrics import PipelineMetrics
 
 __all__ = ["STAGE_CPU", "CameraCounts", "PipelineStats"]
@@ -70,6 +71,7 @@ class PipelineStats:
     ) -> None:
         self._lock = threading.Lock()
         self.cameras = {cid: CameraCounts() for cid in cameras}
+        self._rates = {cid: FrameRate() for cid in self.cameras}
         self._latency: collections.deque[float] = collections.deque(maxlen=window)
         # Two latencies with one meaning each (the status line, /readyz):
         # capture -> publish, and publish -> each sink's acknowledgement.
@@ -94,6 +96,7 @@ class PipelineStats:
         """Count a camera added while running (its old counts stay if it was there before)."""
         with self._lock:
             self.cameras.setdefault(camera, CameraCounts())
+            self._rates[camera] = FrameRate()  # added again later, it measures afresh
             self._reasons.setdefault(camera, _no_reasons())
 
     def _attrs(self, camera: str) -> dict[str, str]:
@@ -122,11 +125,22 @@ class PipelineStats:
         if self.metrics:
             self.metrics.frames_lost.add(n, {"camera": camera, "reason": reason})
 
-    def segmented(self, camera: str) -> None:
+    def segmented(self, camera: str, capture_time: float | None = None) -> None:
+        """A frame of ``camera``, captured at ``capture_time`` (unix seconds; default
+        now), was segmented."""
         with self._lock:
             self.cameras[camera].segmented += 1
+            rate = self._rates.setdefault(camera, FrameRate())
+        rate.add(time.time() if capture_time is None else capture_time)
         if self.metrics:
             self.metrics.frames_segmented.add(1, self._attrs(camera))
+
+    def fps(self, camera: str, now: float | None = None) -> float | None:
+        """``camera``'s frames per second (``streamseg.runtime.rates``: the one figure the
+        status line, the console and its charts show); ``None`` before it is measured."""
+        with self._lock:
+            rate = self._rates.get(camera)
+        return None if rate is None else rate.value(time.time() if now is None else now)
 
     def published(self, camera: str, latency: float, processing: float | None = None) -> None:
         """One frame delivered by every sink: ``latency`` capture to the last

@@ -5,7 +5,8 @@ Example::
     cam1 14.8 fps skipped 3 lost 0 | cam2 15.0 fps skipped 0 lost 0 |
     processing p50 112 ms p99 240 ms | delivery p50 2 ms p99 9 ms | redis ok   (one line)
 
-Per camera its segmented frames per second and the frame counters
+Per camera its frames per second (``PipelineStats.fps``, the one figure
+every display of it shows: :mod:`streamseg.runtime.rates`) and the frame counters
 ``skipped`` and ``lost`` (what each means: :mod:`streamseg.telemetry.counters`,
 the one owner of these words). ``processing``: capture to publish (the
 frame's messages handed to the sinks); ``delivery``: publish to a sink's
@@ -22,7 +23,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
@@ -42,7 +42,7 @@ def format_status(
     delivery: Sequence[float | None],
     sinks: Mapping[str, tuple[bool, int]],
 ) -> str:
-    """One status line (fps per camera over the last interval, skipped and lost
+    """One status line (fps per camera, skipped and lost
     frames, the two latencies, sinks).
 
     ``processing`` / ``delivery``: ``(p50, p99)`` seconds (``None``: not
@@ -91,23 +91,18 @@ class StatusReporter:
         self._stats, self._states, self._sinks = stats, states, sinks
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="status", daemon=True)
-        self._last = (time.monotonic(), stats.snapshot())
 
     def start(self) -> StatusReporter:
         self._thread.start()
         return self
 
     def line(self) -> str:
-        now, counts = time.monotonic(), self._stats.snapshot()
-        then, before = self._last
-        self._last = (now, counts)
-        dt = max(now - then, 1e-6)
+        counts = self._stats.snapshot()
         states = self._states()
         # The cameras served now: one added since the last line counts from
         # zero, one removed since is left out (its counts stay for the summary).
         shown = {c: n for c, n in counts.items() if c in states}
-        old = {c: before[c].segmented if c in before else 0 for c in shown}
-        rates = {c: (n.segmented - old[c]) / dt for c, n in shown.items()}
+        rates = {c: self._stats.fps(c) or 0.0 for c in shown}  # the figure the console shows
         processing = self._stats.processing_percentiles(50, 99)
         delivery = self._stats.delivery_percentiles(50, 99)
         return format_status(rates, shown, states, processing, delivery, self._sinks())

@@ -57,9 +57,11 @@ class ZoneConfig(StrictModel):
     @classmethod
     def _check_polygon(cls, value: list[Point]) -> list[Point]:
         check_finite(value)
-        if polygon_area(value) <= 1e-12:
+        # A bow tie has no (signed) area either: it is told as crossing itself,
+        # and "no area" kept for points that truly lie on one line.
+        crossing = None if _on_one_line(value) else self_crossing(value)
+        if crossing is None and polygon_area(value) <= 1e-12:
             raise ValueError("the polygon has no area (are its points on one line?)")
-        crossing = self_crossing(value)
         if crossing is not None:
             i, j = crossing
             raise ValueError(
@@ -67,6 +69,15 @@ class ZoneConfig(StrictModel):
                 "list the vertices in order around the zone"
             )
         return value
+
+
+def _on_one_line(points: list[Point]) -> bool:
+    """Whether every point lies on one straight line (or they are all one point)."""
+    x0, y0 = points[0]
+    fx, fy = max(points, key=lambda p: abs(p[0] - x0) + abs(p[1] - y0))  # the farthest
+    dx, dy = fx - x0, fy - y0
+    scale = max(abs(dx), abs(dy), 1e-300)
+    return all(abs(dx * (y - y0) - dy * (x - x0)) <= 1e-9 * scale * scale for x, y in points)
 
 
 class LineConfig(StrictModel):

@@ -46,10 +46,16 @@ def test_empty_frame_and_no_masks() -> None:
         height=4, width=4, arch="a", instances=(),
     )  # fmt: skip
     dets = to_supervision(empty)
-    assert len(dets) == 0 and dets.mask is None and dets.tracker_id is None
+    assert len(dets) == 0 and dets.mask is None
+    assert dets.tracker_id is not None and dets.tracker_id.shape == (0,)
     assert from_supervision(dets) == ()
     one = FrameDetections(
         camera="c", seq=0, pts=None, capture_time=1.0, camera_time=None, published_time=1.0,
         height=4, width=4, arch="a", instances=(Instance(box=(0, 0, 1, 1), score=0.5, label=1),),
     )  # fmt: skip
-    assert to_supervision(one).mask is None
+    one_dets = to_supervision(one)
+    assert one_dets.mask is None
+    # No instance is tracked: still an array, -1 for each untracked one (docs/events.md).
+    assert one_dets.tracker_id is not None and one_dets.tracker_id.dtype == np.int64
+    np.testing.assert_array_equal(one_dets.tracker_id, [-1])
+    assert from_supervision(one_dets)[0].track_id is None

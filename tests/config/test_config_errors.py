@@ -128,7 +128,37 @@ CASES = [
     ("coverage_bounds", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
      "        z: {polygon: [[0, 0], [9, 0], [9, 9]]}\n      rules:\n"
      "        - {name: wet, type: coverage, zone: z, region: water}\n", 10,
-     "alerts.cameras.cam.rules[0].coverage", ["exactly one of `above` or `below`"]),
+     "alerts.cameras.cam.rules[0]", ["exactly one of `above` or `below`"]),
+    # A tagged union's member is no key of the file: the path and the line are the field's
+    # own (not rules[1].zone.colour on the list item's line), with the keys it allows.
+    ("rule_unknown_key", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
+     "        z: {polygon: [[0, 0], [9, 0], [9, 9]]}\n      rules:\n"
+     "        - {name: a, type: zone, zone: z}\n        - name: b\n          type: zone\n"
+     "          zone: z\n          colour: red\n", 14, "alerts.cameras.cam.rules[1].colour",
+     ["unknown key 'colour'", "valid keys: anchor,", "zone"]),
+    ("rule_unknown_type", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      rules:\n"
+     "        - name: a\n          type: zon\n", 9, "alerts.cameras.cam.rules[0].type",
+     ["unknown type 'zon'", "did you mean 'zone'?", "known types: zone, line,"]),
+    ("rule_no_type", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      rules:\n"
+     "        - name: a\n", 8, "alerts.cameras.cam.rules[0].type",
+     ["type is required", "one of: zone, line,"]),
+    ("zone_self_crossing", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
+     "        bow: {polygon: [[0, 0], [50, 50], [50, 0], [0, 50]]}\n", 8,
+     "alerts.cameras.cam.zones.bow.polygon", ["crosses itself", "edges 0-1 and 2-3"]),
+    ("zone_on_one_line", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
+     "        flat: {polygon: [[0, 0], [2, 2], [1, 1], [3, 3]]}\n", 8,
+     "alerts.cameras.cam.zones.flat.polygon", ["has no area", "on one line"]),
+    ("zone_unknown_key", GOOD_CAMERA + "alerts:\n  cameras:\n    cam:\n      zones:\n"
+     "        z:\n          polygon: [[0, 0], [9, 0], [9, 9]]\n          colr: 1\n", 10,
+     "alerts.cameras.cam.zones.z.colr", ["unknown key 'colr'", "valid keys: coordinates, polygon"]),
+    ("sink_field_line", GOOD_CAMERA + "sinks:\n  - type: mqtt\n    name: m\n    qos: 7\n", 7,
+     "sinks[0].qos", ["0, 1 or 2", "got 7"]),
+    ("sink_unknown_key", GOOD_CAMERA + "sinks:\n  - type: redis\n    name: c\n    colour: 1\n",
+     7, "sinks[0].colour", ["unknown key 'colour'", "valid keys: alerts_maxlen,"]),
+    ("sink_unknown_type", GOOD_CAMERA + "sinks:\n  - name: k\n    type: kafka\n", 6,
+     "sinks[0].type", ["unknown type 'kafka'", "known types: redis, mqtt"]),
+    ("sink_no_type", GOOD_CAMERA + "sinks:\n  - name: k\n", 5, "sinks[0].type",
+     ["type is required", "one of: redis, mqtt"]),
 ]  # fmt: skip
 
 

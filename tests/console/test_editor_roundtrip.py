@@ -177,6 +177,48 @@ def test_editing_a_line_the_writer_would_restyle_replaces_just_that_line(tmp_pat
     assert gone == [LONG_RULE + "\n"] and len(added) == 1 and "min_score: 0.5" in added[0]
 
 
+def remove_camera(cid: str) -> Callable[[Any], None]:
+    """The console's DELETE /api/cameras/{cid}: its entry and its alerts section."""
+
+    def edit(tree: Any) -> None:
+        cams = tree["cameras"]
+        del cams[next(i for i, c in enumerate(cams) if c["id"] == cid)]
+        tree["alerts"]["cameras"].pop(cid, None)
+
+    return edit
+
+
+def test_removing_replacing_and_adding_the_last_camera_keep_the_blank_line(
+    tmp_path: Path,
+) -> None:
+    """The blank line after the last camera (before ``model:``) belongs to what
+    follows: removing or replacing that camera keeps it, adding one puts the new
+    camera above it, so removing then adding back gives the file back."""
+    path = shipped(tmp_path)
+    editor = PipelineEditor(path, validate=validate_pipeline, environ={})
+    original = path.read_text()
+    entry = yaml.safe_load(original)["cameras"][-1]
+    assert entry["id"] == "synth-b" and "    max_fps: 10\n\nmodel:\n" in original
+
+    editor.change(remove_camera("synth-b"))
+    after = path.read_text()
+    assert "objects=4\n\nmodel:\n" in after, after[:900]
+    gone, added = changed_lines(original, after)
+    assert added == [] and "  - id: synth-b\n" in gone and "\n" not in gone, gone
+    assert "    synth-b:\n" in gone and LONG_RULE + "\n" in gone  # its alerts section too
+
+    editor.change(lambda tree: tree["cameras"].append(yaml_node(entry)))  # as POST
+    assert path.read_text() == original.replace(SYNTH_B, "")  # the camera lines, back as they were
+
+    url = "synthetic://?seed=3&width=320&height=240&fps=10&objects=2"
+    editor.change(  # as PUT: the entry replaced in place
+        lambda tree: tree["cameras"].__setitem__(-1, yaml_node({"id": "synth-b", "url": url}))
+    )
+    gone, added = changed_lines(original.replace(SYNTH_B, ""), path.read_text())
+    assert added == [f"    url: {url}\n"] and len(gone) == 2 and "\n" not in gone, (gone, added)
+    assert f"{url}\n\nmodel:\n" in path.read_text()
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -1,4 +1,5 @@
-"""Camera health history: rates from successive samples, a bounded window, removed cameras."""
+"""Camera health history: the camera's fps, skipped/s from successive samples, a bounded
+window, removed cameras."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ def test_rates_window_and_forgetting() -> None:
         h.sample(
             {
                 "a": {"segmented": 8 * i, "skipped": i // 2, "last_frame_time": now - 0.25,
-                      "reconnects": 1, "stalls": 0},
+                      "reconnects": 1, "stalls": 0, "fps": 8.0},
                 "b": {"segmented": 0, "skipped": 0, "last_frame_time": None},
             },
             now=now,

@@ -43,9 +43,9 @@ def test_sinks_build_in_order_with_their_own_settings(tmp_path: Path) -> None:
     [
         ("  - type: redis\n    name: redis\n", 4, ["already used", "redis: section"]),
         ("  - type: redis\n    name: Central Site\n", 6, ["lowercase"]),
-        ("  - type: kafka\n    name: broker\n", 5, ["'redis'", "'mqtt'"]),
+        ("  - type: kafka\n    name: x\n", 4, ["unknown type 'kafka'", "known types: redis, mqtt"]),
         ("  - type: redis\n    name: c\n    urll: redis://h/0\n", 7, ["unknown key", "url"]),
-        ("  - name: c\n", 5, ["required"]),
+        ("  - name: c\n", 4, ["sinks[0].type: type is required", "one of: redis, mqtt"]),
     ],
     ids=["primary_name", "bad_name", "unknown_type", "unknown_key", "no_type"],
 )

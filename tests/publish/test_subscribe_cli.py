@@ -162,6 +162,37 @@ def test_pipeline_section_connects_over_mutual_tls(
         server.stop()
 
 
+def test_pipeline_needs_only_its_redis_section(
+    cli, redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A subscriber reads ``redis:`` alone (``swap``, ``redis:`` and ``model:``): the
+    console's ``${STREAMSEG_HTTP_TOKEN}`` and a camera's ``${CAM_URL}``, both unset,
+    are not asked for; a mistake in ``redis:`` itself is still told with its line."""
+    publish(redis_server, {"a": 1})
+    monkeypatch.delenv("STREAMSEG_HTTP_TOKEN", raising=False)
+    monkeypatch.delenv("CAM_URL", raising=False)
+    monkeypatch.setenv("SWAP_TOK", "swap-tok-31")
+    path = tmp_path / "pipeline.yaml"
+    text = (
+        "cameras:\n  - id: a\n    url: ${CAM_URL}\n\nhttp:\n  token: ${STREAMSEG_HTTP_TOKEN}\n\n"
+        "model:\n  swap_token: ${SWAP_TOK}\n\n"
+        f"redis:\n  url: {redis_server.url}\n"
+    )
+    path.write_text(text)
+    proc = cli("subscribe", "--pipeline", str(path), "--from-start", "--count", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert [m["camera"] for m in lines(proc)] == ["a"]
+    proc = cli("swap", "--pipeline", str(path), "new.pth", "--wait", "0")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["sent"] is True, proc.stderr
+    ((_id, fields),) = redis_server.client().xrange("streamseg:control")
+    assert json.loads(fields[b"data"])["token"] == "swap-tok-31"  # the model section's
+    path.write_text(text + "  stream_prefx: site7\n")
+    proc = cli("subscribe", "--pipeline", str(path), "--count", "1")
+    assert proc.returncode == 2
+    assert "pipeline.yaml:13: redis.stream_prefx: unknown key" in proc.stderr
+    assert "did you mean 'stream_prefix'" in proc.stderr and "HTTP_TOKEN" not in proc.stderr
+
+
 def test_group_survives_redis_restart(tmp_path: Path) -> None:
     """A running ``subscribe --group`` reconnects after Redis restarts and misses nothing."""
     server = RedisServer(tmp_path, persist=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,9 +68,25 @@ def test_console_live_view_token_and_live_rule_changes(
     def history() -> Any:  # samples every 0.5 s here; a point with frames processed
         health = call(port, "GET", "/api/health")[1]
         fps = health["fields"].index("fps")
-        return health if any(p[fps] > 0 for p in health["cameras"]["a"]["history"]) else None
+        return health if any((p[fps] or 0) > 0 for p in health["cameras"]["a"]["history"]) else None
 
     health = proc.wait_for(history, 20, "health samples with frames")
+
+    # One frame rate (streamseg.runtime.rates): the tile, the chart and the status line
+    # show the same figure, never above the cameras' 8 fps (a badge once read 8.4 on a
+    # 5 fps camera whose frames were segmented two at a time).
+    def one_rate() -> Any:
+        tile = call(port, "GET", "/api/cameras")[1]["cameras"]["a"]["fps"]
+        health = call(port, "GET", "/api/health")[1]
+        chart = health["cameras"]["a"]["history"][-1][health["fields"].index("fps")]
+        status = re.findall(r"status: a (\d+\.\d) fps", proc.log)
+        if not (tile and chart and status and abs(tile - chart) <= 0.05 * tile):
+            return None
+        return tile, chart, float(status[-1])
+
+    tile, chart, status = proc.wait_for(one_rate, 30, "the tile's fps in the chart and the log")
+    assert all(0 < f <= 8.4 for f in (tile, chart, status)), (tile, chart, status)
+    assert abs(status - tile) <= 0.15 * tile, (tile, chart, status)
     assert health["sinks"]["redis"]["connected"] is True
     assert health["model"]["arch"] == "maskrcnn_small" and health["model"]["loaded"] is True
 
@@ -110,6 +127,12 @@ def test_console_live_view_token_and_live_rule_changes(
         assert any(f and f.startswith(field) for f in fields(reply)), (field, reply)
     code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"{nope", token=TOKEN)
     assert code == 400 and fields(reply) == ["body"]
+    # aiohttp's own refusal of an oversized body is JSON of the same shape.
+    code, reply = call(port, "POST", "/api/cameras/a/zones", raw=b"x" * (2 << 20), token=TOKEN)
+    assert code == 413 and fields(reply) == ["body"] and "too large" in reply["error"], reply
+    bow = {"name": "z", "polygon": [[0, 0], [50, 50], [50, 0], [0, 50]]}
+    code, reply = call(port, "POST", "/api/cameras/a/zones", bow, token=TOKEN)
+    assert code == 422 and "crosses itself" in json.dumps(reply), reply  # not "has no area"
     assert path.read_text() == original
 
     # A zone over the whole frame of camera a and a zone rule: alerts reach Redis, no restart.

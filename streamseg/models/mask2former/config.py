@@ -13,16 +13,27 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from streamseg.errors import StartupError
+
 __all__ = ["BACKBONES", "MissingTransformersError", "hf_config"]
 
 BACKBONES = ("r50", "swin_t", "tiny", "tiny_r50")
 
 
-class MissingTransformersError(ImportError):
-    """transformers is not installed: Mask2Former needs it."""
+class MissingTransformersError(StartupError, ImportError):
+    """The ``mask2former`` extra (transformers 5) is not installed: Mask2Former needs it.
+
+    A mistake in the installation, not in the weights: it is about
+    ``model.arch``, and its fix is the extra's install command.
+    """
+
+    default_field = "model.arch"
 
 
-_INSTALL = "pip install 'streamseg[mask2former]' (or pip install 'transformers>=5,<6')"
+_INSTALL = (
+    "install the extra: pip install 'streamseg[mask2former]'; scripts/setup.sh installs it, "
+    "or pip install 'transformers>=5,<6'"
+)
 
 
 def _transformers() -> Any:
@@ -30,13 +41,14 @@ def _transformers() -> Any:
         import transformers
     except ImportError:
         raise MissingTransformersError(
-            f"Mask2Former needs the `transformers` package: {_INSTALL}"
+            "Mask2Former needs the `transformers` package, which is not installed", fix=_INSTALL
         ) from None
     major = int(transformers.__version__.split(".")[0])
     if major != 5:
         raise MissingTransformersError(
             f"Mask2Former needs transformers 5.x (module and key names differ), "
-            f"found {transformers.__version__}: {_INSTALL}"
+            f"found {transformers.__version__}",
+            fix=_INSTALL,
         )
     return transformers
 
