@@ -119,20 +119,34 @@ def load_pipeline(path: str | Path, *, environ: Mapping[str, str] | None = None)
 
 
 def validate_pipeline(
-    tree: Any, path: str | Path, *, environ: Mapping[str, str] | None = None
+    tree: Any,
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    checks: Callable[[PipelineConfig], list[ConfigIssue]] | None = None,
 ) -> PipelineConfig:
     """Validate the ruamel tree of the pipeline file ``path`` as ``load_pipeline`` does.
 
-    The console validates its edits with this before saving them.
+    The console validates its edits with this before applying them, with
+    ``checks``: what the running service adds (the cameras' sources, the
+    model's classes), given the config with its paths resolved; their
+    issues are reported with the file's, with lines.
     """
     path = Path(path)
+
+    def config_checks(config: PipelineConfig) -> list[ConfigIssue]:
+        issues = config.reference_issues()
+        if checks is not None and not issues:
+            issues += checks(_resolve_paths(config, path.parent))
+        return issues
+
     config = validate_tree(
         tree,
         PipelineConfig,
         name=str(path),
         environ=environ,
         extra_checks=lambda data: _semantic_checks(data, path.parent),
-        config_checks=PipelineConfig.reference_issues,
+        config_checks=config_checks,
     )
     return _resolve_paths(config, path.parent)
 
