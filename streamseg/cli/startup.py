@@ -27,19 +27,25 @@ if TYPE_CHECKING:
     from streamseg.config.runtime import RuntimeConfig
     from streamseg.ingest.config import CameraConfig
     from streamseg.segment.config import ModelConfig
+    from streamseg.track.alerts import AlertsConfig
 
-__all__ = ["environment_issues", "model_issues"]
+__all__ = ["environment_issues", "machine_issues", "model_issues"]
 
 
 def environment_issues(
     config: PipelineConfig, cameras: list[CameraConfig] | None = None
 ) -> list[ConfigIssue]:
     """Problems of the machine and the cameras' files/devices; no model, no connection."""
-    issues = _device_issues(config.model) + _weights_issues(config.model)
-    issues += _host_cpu_issues(config.runtime)
+    issues = machine_issues(config.model, config.runtime)
     for cam in cameras if cameras is not None else config.cameras:
         issues += camera_issues(cam, config.cameras.index(cam))
     return issues
+
+
+def machine_issues(model: ModelConfig, runtime: RuntimeConfig) -> list[ConfigIssue]:
+    """Whether this machine can run ``model`` (device, backend, weights in the cache) and
+    ``runtime.host_cpu``."""
+    return _device_issues(model) + _weights_issues(model) + _host_cpu_issues(runtime)
 
 
 def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
@@ -78,8 +84,9 @@ def _weights_issues(model: ModelConfig) -> list[ConfigIssue]:
     return [ConfigIssue(message, ("model", "weights"), hint=hint)]
 
 
-def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
-    """Load the model as ``serve`` would (no warm-up); the weights, package and rule classes.
+def model_issues(model: ModelConfig, alerts: AlertsConfig) -> list[ConfigIssue]:
+    """Load the model as ``serve`` would (no warm-up); the weights, package and the
+    classes the ``alerts`` rules name.
 
     Run it after :func:`environment_issues` found nothing about the model.
     """
@@ -87,7 +94,6 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
     from streamseg.segment import Segmenter
     from streamseg.track.rules.checks import rule_issues
 
-    model = config.model
     try:
         segmenter = Segmenter(**model.segmenter_options(resolve_weights(model)))
     except StartupError as exc:
@@ -96,6 +102,6 @@ def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
         return [ConfigIssue(str(exc), ("model", "weights"))]
     try:
         regions = segmenter.region_classes
-        return rule_issues(config.alerts, segmenter.class_names, regions)
+        return rule_issues(alerts, segmenter.class_names, regions)
     finally:
         segmenter.close()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pydantic
 from pydantic_core import ErrorDetails
 
+from streamseg.config import salvage
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigError, ConfigIssue, Loc
 from streamseg.configbase.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
@@ -80,12 +81,15 @@ def validate_tree(
     environ: Mapping[str, str] | None = None,
     extra_checks: Callable[[Any], list[ConfigIssue]] | None = None,
     config_checks: Callable[[M], list[ConfigIssue]] | None = None,
+    fallback_checks: Callable[[Any, list[ConfigIssue]], list[ConfigIssue]] | None = None,
 ) -> M:
     """Validate a ruamel tree (from ``read_yaml``) as ``schema``; errors carry lines.
 
     ``extra_checks`` gets the plain data and returns further problems (they
     are reported together with the schema's, even when the schema fails);
-    ``config_checks`` gets the validated config (references between sections).
+    ``config_checks`` gets the validated config (references between sections);
+    ``fallback_checks`` gets the plain data and the schema's issues when the
+    schema fails, and makes what checks ``config_checks`` could not.
     """
     environ = os.environ if environ is None else environ
     env_issues: list[ConfigIssue] = []
@@ -99,6 +103,8 @@ def validate_tree(
         found = [_issue_from_pydantic(err, tree, schema) for err in exc.errors()]
         # A value with an unset ${VAR} is reported as that, not as what its text is not.
         issues += [i for i in found if i.loc not in unset]
+        if fallback_checks is not None:
+            issues += [_with_line(i, tree) for i in fallback_checks(data, found)]
     if extra_checks is not None:
         issues += [_with_line(i, tree) for i in extra_checks(data)]
     if config is not None and config_checks is not None:
@@ -147,6 +153,7 @@ def validate_pipeline(
         environ=environ,
         extra_checks=lambda data: _semantic_checks(data, path.parent),
         config_checks=config_checks,
+        fallback_checks=salvage.reference_issues,
     )
     return _resolve_paths(config, path.parent)
 
