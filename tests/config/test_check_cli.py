@@ -116,7 +116,7 @@ def test_check_lists_the_errors_of_every_layer_in_one_run(cli, tmp_path: Path) -
     assert f"{path}: 6 errors" in proc.stderr
 
 
-@pytest.mark.slow  # loads the panoptic model (~15 s of CPU)
+@pytest.mark.slow  # loads the panoptic model (about 6 s of CPU)
 def test_check_refuses_rules_the_panoptic_model_cannot_run(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A region rule needs a stuff class; a tracked rule a thing class (issue 30, item 5)."""
     repo = Path(__file__).resolve().parents[2]
