@@ -104,8 +104,11 @@ def swap_source(
         log.error("runtime: camera %s could not start its new source (%s); back to the old one",
                   camera_id, exc)  # fmt: skip
         _close(source)
-        pipeline.add_source(camera_id, opener(old))
-        raise
+        try:
+            pipeline.add_source(camera_id, opener(old))
+        except Exception:  # still listed: a later change or removal finds it
+            log.exception("runtime: camera %s: its old source did not start again", camera_id)
+        raise exc from None
 
 
 def _close(source: Any) -> None:
