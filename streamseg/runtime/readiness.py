@@ -23,9 +23,42 @@ if TYPE_CHECKING:
     from streamseg.publish.sink_config import SinkConfig
     from streamseg.runtime.pipeline import Pipeline
 
-__all__ = ["cameras_and_sinks", "degraded", "log_summary"]
+__all__ = ["READY_CAMERA_STATES", "cameras_and_sinks", "degraded", "log_summary", "readiness"]
+
+READY_CAMERA_STATES = ("streaming", "finished")
 
 log = logging.getLogger("streamseg.runtime")
+
+
+def readiness(
+    pipeline: Pipeline | None,
+    cameras: Sequence[CameraConfig],
+    sinks: Sequence[SinkConfig],
+    *,
+    model: dict[str, Any],
+    stopping: bool,
+) -> tuple[bool, dict[str, Any]]:
+    """``(ready, details)`` of ``/readyz`` (``Service.readiness``), given the model's
+    health (``streamseg.hosting.health``) and whether the service is stopping."""
+    cams, sink_health = cameras_and_sinks(pipeline, cameras, sinks)
+    ready = (
+        model["state"] == "running"
+        and all(s["connected"] for s in sink_health.values())
+        and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
+        and not stopping
+    )
+    off = degraded(pipeline)
+    details: dict[str, Any] = {
+        "status": "degraded" if off else "ok",
+        "degraded": off,
+        "model": model,
+        "sinks": sink_health,
+        "cameras": cams,
+        "stopping": stopping,
+        # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
+        "latency": pipeline.stats.latency_details() if pipeline is not None else None,
+    }
+    return ready, details
 
 
 def cameras_and_sinks(

@@ -35,7 +35,7 @@ from streamseg.runtime.factory import (
 )
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, Tracker
-from streamseg.runtime.readiness import cameras_and_sinks, degraded, log_summary
+from streamseg.runtime.readiness import log_summary, readiness
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter, unfinished
 from streamseg.telemetry.http import HealthServer
@@ -47,7 +47,6 @@ __all__ = ["Service"]
 
 log = logging.getLogger("streamseg.runtime")
 
-READY_CAMERA_STATES = ("streaming", "finished")
 # A second signal within this many seconds of the first is the same request.
 SAME_SIGNAL_S = 1.0
 
@@ -340,31 +339,14 @@ class Service:
         {type, connected, buffered, published, lost, errors, reconnects}}``,
         in the words of ``streamseg.telemetry.counters``. ``status``:
         ``degraded`` while a part is off and the rest runs (``degraded`` says
-        which: ``streamseg.runtime.readiness``), else ``ok``; degraded is
-        still ready.
+        which), else ``ok``; degraded is still ready
+        (``streamseg.runtime.readiness``).
         """
         p = self.pipeline
-        cams, sinks = cameras_and_sinks(p, self.cameras, self.config.sinks)
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
-        model = self.model_health()
-        ready = (
-            model["state"] == "running"
-            and all(s["connected"] for s in sinks.values())
-            and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
-            and not stopping
+        return readiness(
+            p, self.cameras, self.config.sinks, model=self.model_health(), stopping=stopping
         )
-        off = degraded(p)
-        details: dict[str, Any] = {
-            "status": "degraded" if off else "ok",
-            "degraded": off,
-            "model": model,
-            "sinks": sinks,
-            "cameras": cams,
-            "stopping": stopping,
-        }
-        # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
-        details["latency"] = p.stats.latency_details() if p is not None else None
-        return ready, details
 
     # -- signals -----------------------------------------------------------
     def _install_signals(self) -> dict[int, Any]:
