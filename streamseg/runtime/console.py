@@ -184,8 +184,10 @@ def live_issues(service: Service, config: PipelineConfig) -> list[ConfigIssue]:
     """What a change to ``config`` would meet in the running service, found before it is
     applied: the same checks as start-up (``streamseg.cli.startup``) for the cameras
     it adds or changes (source parameters, files, devices, decoders), and every rule
-    against the running model's classes (``streamseg.track.rules.checks``)."""
+    against the running model's classes (``streamseg.track.rules.checks``; while the
+    model is being built, the classes its config or checkpoint names)."""
     from streamseg.ingest.checks import camera_issues
+    from streamseg.runtime.factory import known_class_names
     from streamseg.track.rules.checks import rule_issues
 
     running = {c.id: c for c in service.cameras}
@@ -195,9 +197,14 @@ def live_issues(service: Service, config: PipelineConfig) -> list[ConfigIssue]:
         if running.get(cam.id) != cam
         for issue in camera_issues(cam, i)
     ]
+    if not (config.tracking.enabled or config.alerts.enabled):
+        return issues
     p = service.pipeline
-    if p is not None and (config.tracking.enabled or config.alerts.enabled):
+    if p is not None:
         issues += rule_issues(config.alerts, p.segmenter.class_names, service.region_classes)
+    else:  # the model is still being built: what the config or checkpoint says of it
+        names = known_class_names(config.model)
+        issues += rule_issues(config.alerts, names) if names is not None else []
     return issues
 
 
