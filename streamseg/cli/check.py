@@ -6,7 +6,9 @@ GPU and backend the model asks for, video files and V4L2 devices, DALI, and
 (unless ``--no-model``) the model itself: its weights, its AOT package and the
 classes the alert rules name.
 
-Prints every problem at once, one per line
+Prints every problem at once, of every layer (a file the schema refuses
+still has its cross-references checked, ``streamseg.config.salvage``, and
+start-up's checks made on the sections that are valid alone), one per line
 (``pipeline.yaml:LINE: field.path: message (hint)``; the line is that of the
 field, for the machine's and the model's problems too), and exits 2; prints
 a short summary (the model, the cameras, every sink and where it writes)
@@ -23,7 +25,7 @@ from streamseg.cli import EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from streamseg.config.pipeline import PipelineConfig
-    from streamseg.configbase.errors import ConfigError
+    from streamseg.configbase.errors import ConfigError, ConfigIssue
 
 __all__ = ["add_arguments", "run"]
 
@@ -48,10 +50,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_pipeline(args.pipeline)
     except ConfigError as exc:
-        return _report(exc)
+        # Start-up's checks still look at the sections that are valid alone.
+        later = [i for i in _partial_issues(args.pipeline, args.no_model) if i.loc not in
+                 {j.loc for j in exc.issues}]  # fmt: skip
+        return _report(ConfigError(exc.filename, [*exc.issues, *with_lines(later, exc.filename)]))
     issues = environment_issues(config)
     if not args.no_model and not any(i.loc[:1] == ("model",) for i in issues):
-        issues += model_issues(config)
+        issues += model_issues(config.model, config.alerts)
     if issues:  # each with the line of its field, as the file's own errors
         return _report(ConfigError(args.pipeline, with_lines(issues, args.pipeline)))
     if not args.quiet:
@@ -63,6 +68,28 @@ def run(args: argparse.Namespace) -> int:
         for line in sink_lines(config):
             print(f"  {line}")
     return EXIT_OK
+
+
+def _partial_issues(path: str, no_model: bool) -> list[ConfigIssue]:
+    """What start-up would find in the sections of a refused file that are valid alone:
+    the cameras' sources, the machine and (unless ``no_model``) the model and the
+    classes of the valid rule sections (``streamseg.config.salvage.valid_parts``)."""
+    from streamseg.cli.startup import machine_issues, model_issues
+    from streamseg.config import ConfigError
+    from streamseg.config.salvage import valid_parts
+    from streamseg.ingest.checks import camera_issues
+
+    try:
+        parts = valid_parts(path)
+    except ConfigError:
+        return []  # the file itself cannot be read: that is said already
+    issues = [issue for i, cam in parts.cameras for issue in camera_issues(cam, i)]
+    if parts.model is None or parts.runtime is None:
+        return issues
+    machine = machine_issues(parts.model, parts.runtime)
+    if not no_model and not any(i.loc[:1] == ("model",) for i in machine):
+        machine += model_issues(parts.model, parts.alerts)
+    return issues + machine
 
 
 def sink_lines(config: PipelineConfig) -> list[str]:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streamseg.configbase.errors import ConfigIssue
+from streamseg.configbase.errors import ConfigIssue, loc_of
 from streamseg.errors import StartupError
-from streamseg.ingest.spec import SourceError, decoder_problem, parse_source_url
+from streamseg.ingest.checks import camera_issues
 from streamseg.segment.backends import backend_problems
 
 if TYPE_CHECKING:
@@ -27,29 +27,25 @@ if TYPE_CHECKING:
     from streamseg.config.runtime import RuntimeConfig
     from streamseg.ingest.config import CameraConfig
     from streamseg.segment.config import ModelConfig
+    from streamseg.track.alerts import AlertsConfig
 
-__all__ = ["environment_issues", "model_issues"]
-
-
-def _loc(field: str) -> tuple[str | int, ...]:
-    out: list[str | int] = []
-    for part in field.replace("]", "").split("."):
-        name, _, index = part.partition("[")
-        out.append(name)
-        if index:
-            out.append(int(index))
-    return tuple(out)
+__all__ = ["environment_issues", "machine_issues", "model_issues"]
 
 
 def environment_issues(
     config: PipelineConfig, cameras: list[CameraConfig] | None = None
 ) -> list[ConfigIssue]:
     """Problems of the machine and the cameras' files/devices; no model, no connection."""
-    issues = _device_issues(config.model) + _weights_issues(config.model)
-    issues += _host_cpu_issues(config.runtime)
+    issues = machine_issues(config.model, config.runtime)
     for cam in cameras if cameras is not None else config.cameras:
-        issues += _camera_issues(cam, config.cameras.index(cam))
+        issues += camera_issues(cam, config.cameras.index(cam))
     return issues
+
+
+def machine_issues(model: ModelConfig, runtime: RuntimeConfig) -> list[ConfigIssue]:
+    """Whether this machine can run ``model`` (device, backend, weights in the cache) and
+    ``runtime.host_cpu``."""
+    return _device_issues(model) + _weights_issues(model) + _host_cpu_issues(runtime)
 
 
 def _device_issues(model: ModelConfig) -> list[ConfigIssue]:
@@ -88,55 +84,24 @@ def _weights_issues(model: ModelConfig) -> list[ConfigIssue]:
     return [ConfigIssue(message, ("model", "weights"), hint=hint)]
 
 
-def _camera_issues(cam: CameraConfig, index: int) -> list[ConfigIssue]:
-    issues: list[ConfigIssue] = []
-    try:
-        spec = parse_source_url(cam.url, camera_id=None)
-        spec.check_exists(cam.id)
-        if spec.kind == "synthetic":
-            _check_scene(spec.target)
-    except SourceError as exc:
-        issues.append(ConfigIssue(str(exc), ("cameras", index, "url")))
-    problem = decoder_problem(cam.decode)
-    if problem is not None:
-        issues.append(ConfigIssue(problem[0], ("cameras", index, "decode"), hint=problem[1]))
-    return issues
-
-
-def _check_scene(target: str) -> None:
-    from streamseg.synthetic.scene import SyntheticScene
-
-    try:
-        SyntheticScene.from_url(target)
-    except ValueError as exc:
-        raise SourceError(str(exc)) from None
-
-
-def model_issues(config: PipelineConfig) -> list[ConfigIssue]:
-    """Load the model as ``serve`` would (no warm-up); the weights, package and rule classes.
+def model_issues(model: ModelConfig, alerts: AlertsConfig) -> list[ConfigIssue]:
+    """Load the model as ``serve`` would (no warm-up); the weights, package and the
+    classes the ``alerts`` rules name.
 
     Run it after :func:`environment_issues` found nothing about the model.
     """
     from streamseg.hosting.build import resolve_weights
     from streamseg.segment import Segmenter
+    from streamseg.track.rules.checks import rule_issues
 
-    model = config.model
     try:
         segmenter = Segmenter(**model.segmenter_options(resolve_weights(model)))
     except StartupError as exc:
-        return [ConfigIssue(str(exc), _loc(exc.field or "model"), hint=exc.fix)]
+        return [ConfigIssue(str(exc), loc_of(exc.field or "model"), hint=exc.fix)]
     except FileNotFoundError as exc:
         return [ConfigIssue(str(exc), ("model", "weights"))]
     try:
-        return _class_issues(config, segmenter.class_names)
+        regions = segmenter.region_classes
+        return rule_issues(alerts, segmenter.class_names, regions)
     finally:
         segmenter.close()
-
-
-def _class_issues(config: PipelineConfig, class_names: tuple[str, ...]) -> list[ConfigIssue]:
-    from streamseg.track.rules.engine import rule_class_problems
-
-    return [
-        ConfigIssue(str(exc), ("alerts", "cameras", cid, "rules", i, "classes"))
-        for cid, i, exc in rule_class_problems(config.alerts, class_names)
-    ]

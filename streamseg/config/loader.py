@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from streamseg.config import salvage
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.configbase.issues import issue_from_pydantic
@@ -75,12 +76,15 @@ def validate_tree(
     environ: Mapping[str, str] | None = None,
     extra_checks: Callable[[Any], list[ConfigIssue]] | None = None,
     config_checks: Callable[[M], list[ConfigIssue]] | None = None,
+    fallback_checks: Callable[[Any, list[ConfigIssue]], list[ConfigIssue]] | None = None,
 ) -> M:
     """Validate a ruamel tree (from ``read_yaml``) as ``schema``; errors carry lines.
 
     ``extra_checks`` gets the plain data and returns further problems (they
     are reported together with the schema's, even when the schema fails);
-    ``config_checks`` gets the validated config (references between sections).
+    ``config_checks`` gets the validated config (references between sections);
+    ``fallback_checks`` gets the plain data and the schema's issues when the
+    schema fails, and makes what checks ``config_checks`` could not.
     """
     environ = os.environ if environ is None else environ
     env_issues: list[ConfigIssue] = []
@@ -94,6 +98,8 @@ def validate_tree(
         found = [issue_from_pydantic(err, tree, schema) for err in exc.errors()]
         # A value with an unset ${VAR} is reported as that, not as what its text is not.
         issues += [i for i in found if i.loc not in unset]
+        if fallback_checks is not None:
+            issues += [_with_line(i, tree) for i in fallback_checks(data, found)]
     if extra_checks is not None:
         issues += [_with_line(i, tree) for i in extra_checks(data)]
     if config is not None and config_checks is not None:
@@ -138,20 +144,35 @@ def load_section(
 
 
 def validate_pipeline(
-    tree: Any, path: str | Path, *, environ: Mapping[str, str] | None = None
+    tree: Any,
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    checks: Callable[[PipelineConfig], list[ConfigIssue]] | None = None,
 ) -> PipelineConfig:
     """Validate the ruamel tree of the pipeline file ``path`` as ``load_pipeline`` does.
 
-    The console validates its edits with this before saving them.
+    The console validates its edits with this before applying them, with
+    ``checks``: what the running service adds (the cameras' sources, the
+    model's classes), given the config with its paths resolved; their
+    issues are reported with the file's, with lines.
     """
     path = Path(path)
+
+    def config_checks(config: PipelineConfig) -> list[ConfigIssue]:
+        issues = config.reference_issues()
+        if checks is not None and not issues:
+            issues += checks(_resolve_paths(config, path.parent))
+        return issues
+
     config = validate_tree(
         tree,
         PipelineConfig,
         name=str(path),
         environ=environ,
         extra_checks=lambda data: _semantic_checks(data, path.parent),
-        config_checks=PipelineConfig.reference_issues,
+        config_checks=config_checks,
+        fallback_checks=salvage.reference_issues,
     )
     return _resolve_paths(config, path.parent)
 

@@ -118,22 +118,25 @@ class PipelineConfig(StrictModel):
         ]
 
     def _class_issues(self) -> list[ConfigIssue]:
-        """Rule ``classes`` outside ``model.class_names`` (when the file names the classes)."""
+        """Rule ``classes`` and ``region`` outside ``model.class_names`` (when the file
+        names the classes; else the model's are checked when it is loaded)."""
         names = self.model.class_names
         if names is None:
-            return []  # the weights name them: checked when the model is loaded
+            return []
         issues = []
+        hint = f"model.class_names has: {', '.join(names[1:])}"
         for cid, cam in self.alerts.cameras.items():
             for i, rule in enumerate(cam.rules):
-                for j, cls in enumerate(rule.classes):
-                    if cls not in names[1:]:
-                        issues.append(
-                            ConfigIssue(
-                                f"unknown class {cls!r}",
-                                loc=("alerts", "cameras", cid, "rules", i, "classes", j),
-                                hint=f"model.class_names has: {', '.join(names[1:])}",
-                            )
-                        )
+                where = ("alerts", "cameras", cid, "rules", i)
+                issues += [
+                    ConfigIssue(f"unknown class {cls!r}", loc=(*where, "classes", j), hint=hint)
+                    for j, cls in enumerate(rule.classes)
+                    if cls not in names[1:]
+                ]
+                region = getattr(rule, "region", None)
+                if region is not None and region not in names[1:]:
+                    loc = (*where, "region")
+                    issues.append(ConfigIssue(f"unknown class {region!r}", loc=loc, hint=hint))
         return issues
 
     def camera(self, camera_id: str) -> CameraConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-__all__ = ["ConfigError", "ConfigIssue"]
+__all__ = ["ConfigError", "ConfigIssue", "loc_of"]
 
 Loc = tuple[str | int, ...]
 
@@ -58,3 +58,15 @@ class ConfigError(ValueError):
 
     def format(self) -> str:
         return "\n".join(issue.format(self.filename) for issue in self.issues)
+
+
+def loc_of(path: str) -> Loc:
+    """The ``loc`` of a field path: ``"alerts.cameras.a.rules[0].classes"`` ->
+    ``("alerts", "cameras", "a", "rules", 0, "classes")`` (``ConfigIssue.path`` reversed)."""
+    out: list[str | int] = []
+    for part in path.replace("]", "").split("."):
+        name, _, index = part.partition("[")
+        out.append(name)
+        if index:
+            out += [int(i) for i in index.split("[")]
+    return tuple(out)

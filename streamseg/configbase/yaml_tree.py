@@ -159,14 +159,14 @@ def line_of(tree: Any, loc: Loc, *, key_line: bool = False) -> int | None:
 
 def _child_pos(node: Any, part: str | int, *, key: bool) -> int | None:
     if isinstance(node, CommentedMap) and isinstance(part, str) and part in node:
-        if part not in node.lc.data:  # set by --set, not read from the file
+        if part not in (node.lc.data or {}):  # set by --set or the console, not read from the file
             return None
         line, _col = node.lc.key(part) if key else node.lc.value(part)
         if not key and isinstance(node[part], CommentedMap | CommentedSeq):
             line = node.lc.key(part)[0]  # a block starts on the key's line
         return int(line)
     if isinstance(node, CommentedSeq) and isinstance(part, int) and 0 <= part < len(node):
-        if part not in node.lc.data:  # added by the console, not read from the file
+        if part not in (node.lc.data or {}):  # added by the console, not read from the file
             return None
         return int(node.lc.item(part)[0])
     return None

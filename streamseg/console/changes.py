@@ -34,6 +34,7 @@ from streamseg.console.web import (
     json_response,
     read_body,
 )
+from streamseg.errors import StartupError
 from streamseg.redact import redact_url
 from streamseg.track.alerts import CameraAlerts
 
@@ -78,7 +79,7 @@ class ChangeAPI:
             tree.setdefault("cameras", yaml_node([])).append(yaml_node(body))
 
         def commit(config: EditedPipeline) -> None:
-            self._run(lambda: self.backend.add_camera(config.camera(cid)))
+            self._run(lambda: self.backend.add_camera(config.camera(cid)), config, cid)
 
         return await self._save(edit, commit, lambda c: _camera_json(c, cid), status=201)
 
@@ -95,9 +96,8 @@ class ChangeAPI:
             )
             cams[at] = yaml_node(body)
 
-        def commit(config: EditedPipeline) -> None:
-            self._run(lambda: self.backend.remove_camera(cid))
-            self._run(lambda: self.backend.add_camera(config.camera(cid)))
+        def commit(config: EditedPipeline) -> None:  # the old camera runs on if it fails
+            self._run(lambda: self.backend.replace_camera(config.camera(cid)), config, cid)
 
         return await self._save(edit, commit, lambda c: _camera_json(c, cid))
 
@@ -138,10 +138,24 @@ class ChangeAPI:
         return json_response(reply(config), status=status)
 
     @staticmethod
-    def _run(action: Callable[[], None]) -> None:
-        """Run a change on the service; what it refuses becomes ``ChangeRefused(409)``."""
+    def _run(
+        action: Callable[[], None], config: EditedPipeline | None = None, cid: str | None = None
+    ) -> None:
+        """Run a change on the service. A camera whose source fails to open or start
+        (``StartupError``: ``SourceError``) becomes ``ChangeRefused(422)`` naming its
+        ``url``; what the service refuses otherwise ``ChangeRefused(409)``. Either
+        way the service is as it was (``runtime.camera_changes``) and the file is
+        not written."""
         try:
             action()
+        except StartupError as exc:
+            ids = [c.id for c in config.cameras] if config is not None else []
+            loc: tuple[str | int, ...] = (
+                ("cameras", ids.index(cid), "url") if cid in ids else ("cameras",)
+            )
+            hint = exc.fix or "nothing was changed: fix the camera's entry and send it again"
+            issue = ConfigIssue(str(exc), loc=loc, hint=hint)
+            raise ChangeRefused(422, [issue], "the camera could not be started") from None
         except (ValueError, KeyError) as exc:
             raise ChangeRefused(409, [ConfigIssue(str(exc), loc=("cameras",))], str(exc)) from None
 

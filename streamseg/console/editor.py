@@ -73,6 +73,9 @@ class EditedPipeline(Protocol):
     @property
     def alerts(self) -> AlertsConfig: ...
 
+    @property
+    def cameras(self) -> list[CameraConfig]: ...
+
     def camera(self, camera_id: str) -> CameraConfig: ...
 
 

@@ -59,8 +59,14 @@ class ConsoleBackend(Protocol):
         """Start serving a camera (``ValueError`` if it cannot be)."""
         ...
 
+    def replace_camera(self, camera: CameraConfig) -> None:
+        """Serve ``camera`` instead of the camera of its id; when that fails the old one
+        runs on (``SourceError``, ``ValueError``)."""
+        ...
+
     def status(self) -> dict[str, Any]:
-        """``{"sinks": {name: health}, "model": {arch, backend, precision, ...}}``."""
+        """``{"sinks": {name: health}, "model": {arch, backend, precision, ...},
+        "degraded": {part: ...}}`` (``degraded``: what is off while the rest runs)."""
         ...
 
     def remove_camera(self, camera_id: str) -> None:

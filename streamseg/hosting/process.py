@@ -103,6 +103,7 @@ class ModelProcess:
         self._ended_why: str | None = None  # set by the reader when it ends the worker
         self._closed = False
         self.class_names: tuple[str, ...] = ()
+        self.region_classes: tuple[str, ...] | None = None  # see Segmenter.region_classes
         # The worker's ops on the PyTorch reference after its warm-up (a GPU kernel failed).
         self.ops_on_reference: dict[str, str] = {}
         with self._cond:
@@ -122,6 +123,8 @@ class ModelProcess:
             raise
         self._worker_cpu = float(reply["process_cpu"])
         self.class_names = tuple(reply["class_names"])
+        regions = reply.get("region_classes")
+        self.region_classes = None if regions is None else tuple(regions)
         self.ops_on_reference = dict(reply.get("ops_on_reference", {}))
         self._reader = threading.Thread(
             target=self._read_answers,

@@ -107,6 +107,7 @@ def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelCo
         return
     ready = {
         "class_names": tuple(segmenter.class_names),
+        "region_classes": tuple(segmenter.region_classes),
         "process_cpu": time.process_time(),
         # The ops on the PyTorch reference after the warm-up (a GPU kernel failed).
         "ops_on_reference": dict(segmenter.ops_on_reference),

@@ -1,4 +1,11 @@
-"""What follows a camera's removal while ``serve`` runs, beyond its source and queue.
+"""A camera changed or removed while ``serve`` runs: what follows, and what fails safe.
+
+A camera's change (``Service.replace_camera``) is ``swap_source``: the new
+source is opened before the old one is stopped, so a source that does not
+open (a bad parameter, a device that is gone) changes nothing; one that
+opens but cannot be started puts the old source back, so the camera is never
+left dark. The console's API answers either with a refusal (4xx) and leaves
+pipeline.yaml as it was.
 
 ``Service.remove_camera`` stops the camera's source (``Pipeline.remove_source``)
 and then calls ``forget_camera``: once the frames it had read are through
@@ -25,9 +32,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from streamseg.ingest.config import CameraConfig
+    from streamseg.runtime.pipeline import Pipeline
     from streamseg.runtime.service import Service
 
-__all__ = ["forget_camera"]
+__all__ = ["forget_camera", "swap_source"]
 
 log = logging.getLogger("streamseg.runtime")
 
@@ -67,3 +76,43 @@ def _call(forget: Callable[[str], object], camera_id: str) -> None:
         forget(camera_id)
     except Exception:
         log.exception("runtime: forgetting camera %s failed", camera_id)
+
+
+def swap_source(
+    pipeline: Pipeline,
+    camera_id: str,
+    *,
+    opener: Callable[[CameraConfig], Any],
+    new: CameraConfig,
+    old: CameraConfig,
+    forget: Callable[[str], None],
+) -> None:
+    """Run ``new`` instead of ``old`` (camera ``camera_id``), or leave ``old`` running.
+
+    ``opener`` opens a camera's source (raises ``SourceError``); ``forget``
+    lets every stage forget the camera between the two. Raises what failed:
+    when ``new`` does not open, nothing was touched; when it opened but could
+    not be started, ``old`` was opened and started again first.
+    """
+    source = opener(new)  # a source that does not open changes nothing
+    if camera_id in pipeline.sources:
+        pipeline.remove_source(camera_id)
+        forget(camera_id)
+    try:
+        pipeline.add_source(camera_id, source)
+    except Exception as exc:
+        log.error("runtime: camera %s could not start its new source (%s); back to the old one",
+                  camera_id, exc)  # fmt: skip
+        _close(source)
+        try:
+            pipeline.add_source(camera_id, opener(old))
+        except Exception:  # still listed: a later change or removal finds it
+            log.exception("runtime: camera %s: its old source did not start again", camera_id)
+        raise exc from None
+
+
+def _close(source: Any) -> None:
+    try:
+        source.close()
+    except Exception:
+        log.exception("runtime: closing a source that did not start failed")

@@ -8,6 +8,7 @@ the model is loaded; until then the configured values stand).
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 import threading
@@ -21,12 +22,14 @@ from streamseg.telemetry.counters import FRAME_COUNTERS
 from streamseg.track.alerts import AlertsConfig
 
 if TYPE_CHECKING:
+    from streamseg.config.pipeline import PipelineConfig
+    from streamseg.configbase.errors import ConfigIssue
     from streamseg.console.config import HttpConfig
     from streamseg.console.events import EventLog
     from streamseg.console.live import LiveView
     from streamseg.runtime.service import Service
 
-__all__ = ["ServiceConsole", "build_console", "event_log"]
+__all__ = ["ServiceConsole", "build_console", "event_log", "live_issues"]
 
 log = logging.getLogger("streamseg.runtime")
 
@@ -79,7 +82,12 @@ class ServiceConsole:
             ok = [o for o in self.service.swap.outcomes if o.ok]
             if ok:  # what runs now
                 model["weights"] = ok[-1].request.weights
-        return {"sinks": details["sinks"], "model": model, "stopping": details["stopping"]}
+        return {
+            "sinks": details["sinks"],
+            "model": model,
+            "stopping": details["stopping"],
+            "degraded": details["degraded"],
+        }
 
     def class_names(self) -> Sequence[str]:
         p = self.service.pipeline
@@ -102,6 +110,12 @@ class ServiceConsole:
     def add_camera(self, camera: CameraConfig) -> None:
         self.service.add_camera(camera)
         self._sync_cameras()
+
+    def replace_camera(self, camera: CameraConfig) -> None:
+        try:
+            self.service.replace_camera(camera)
+        finally:  # what runs, whether the change was made or undone
+            self._sync_cameras()
 
     def remove_camera(self, camera_id: str) -> None:
         self.service.remove_camera(camera_id)
@@ -146,13 +160,40 @@ def build_console(
         rules_of=lambda cid: backend.alerts().cameras.get(cid),
         fps_of=backend.fps,
     )
+    validate = functools.partial(validate_pipeline, checks=lambda c: live_issues(service, c))
     editor = (
-        PipelineEditor(service.pipeline_path, validate=validate_pipeline)
-        if service.pipeline_path
-        else None
+        PipelineEditor(service.pipeline_path, validate=validate) if service.pipeline_path else None
     )
     console = Console(backend=backend, live=live, http=h, editor=editor, events=events)
     return live, console.install
+
+
+def live_issues(service: Service, config: PipelineConfig) -> list[ConfigIssue]:
+    """What a change to ``config`` would meet in the running service, found before it is
+    applied: the same checks as start-up (``streamseg.cli.startup``) for the cameras
+    it adds or changes (source parameters, files, devices, decoders), and every rule
+    against the running model's classes (``streamseg.track.rules.checks``; while the
+    model is being built, the classes its config or checkpoint names)."""
+    from streamseg.ingest.checks import camera_issues
+    from streamseg.runtime.factory import known_class_names
+    from streamseg.track.rules.checks import rule_issues
+
+    running = {c.id: c for c in service.cameras}
+    issues = [
+        issue
+        for i, cam in enumerate(config.cameras)
+        if running.get(cam.id) != cam
+        for issue in camera_issues(cam, i)
+    ]
+    if not (config.tracking.enabled or config.alerts.enabled):
+        return issues
+    p = service.pipeline
+    if p is not None:
+        issues += rule_issues(config.alerts, p.segmenter.class_names, service.region_classes)
+    else:  # the model is still being built: what the config or checkpoint says of it
+        names = known_class_names(config.model)
+        issues += rule_issues(config.alerts, names) if names is not None else []
+    return issues
 
 
 def event_log(h: HttpConfig) -> tuple[EventLog, tempfile.TemporaryDirectory[str] | None]:

@@ -33,6 +33,7 @@ __all__ = [
     "decode_device",
     "known_class_names",
     "open_camera",
+    "region_classes_of",
     "source_options",
 ]
 
@@ -121,14 +122,31 @@ def check_rules_early(config: PipelineConfig) -> None:
         check_rule_classes(config.alerts, names)
 
 
-def build_tracker(config: PipelineConfig, class_names: Sequence[str]) -> Tracker:
-    """The tracking/alerts stage, or ``PassThrough`` when both sections are disabled."""
+def build_tracker(
+    config: PipelineConfig,
+    class_names: Sequence[str],
+    region_classes: Sequence[str] | None = None,
+) -> Tracker:
+    """The tracking/alerts stage, or ``PassThrough`` when both sections are disabled.
+
+    Raises ``RuleError`` (naming the field) for a rule the model cannot run
+    (``streamseg.track.rules.checks``; ``region_classes``: see
+    :func:`region_classes_of`)."""
     if not (config.tracking.enabled or config.alerts.enabled):
         return PassThrough()
     from streamseg.track.stage import build_tracking_stage
 
-    stage: Tracker = build_tracking_stage(config.tracking, config.alerts, class_names)
+    stage: Tracker = build_tracking_stage(
+        config.tracking, config.alerts, class_names, region_classes
+    )
     return stage
+
+
+def region_classes_of(segmenter: SegmenterLike) -> tuple[str, ...] | None:
+    """The classes ``segmenter``'s model gives as regions (``Segmenter.region_classes``);
+    ``None`` when it does not say (a benchmark's stand-in)."""
+    found = getattr(segmenter, "region_classes", None)
+    return None if found is None else tuple(found)
 
 
 def build_swap_controller(
@@ -200,7 +218,9 @@ def build_pipeline(
     return Pipeline(
         sources=sources,
         segmenter=segmenter,
-        tracker=build_tracker(config, class_names) if tracker is None else tracker,
+        tracker=build_tracker(config, class_names, region_classes_of(segmenter))
+        if tracker is None
+        else tracker,
         encoder=build_encoder(config, class_names),
         sinks=build_sinks(redis=config.redis, sinks=config.sinks),
         batch_size=m.batch_size,

@@ -91,6 +91,10 @@ class Tracker(Protocol):
         """Drop a removed camera's tracks and rule state (any thread)."""
         ...
 
+    def degraded(self) -> Mapping[str, Mapping[str, str]]:
+        """``{camera: {rule: why}}`` of rules disabled because they failed."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -114,6 +118,9 @@ class PassThrough:
 
     def forget_camera(self, camera_id: str) -> None:
         """Nothing kept."""
+
+    def degraded(self) -> Mapping[str, Mapping[str, str]]:
+        return {}
 
     def close(self) -> None:
         """Nothing to release."""

@@ -22,6 +22,7 @@ from streamseg.config.pipeline import PipelineConfig
 from streamseg.hosting.build import build_model_stage
 from streamseg.hosting.health import model_counts, model_health
 from streamseg.ingest.config import CameraConfig
+from streamseg.runtime.camera_changes import forget_camera, swap_source
 from streamseg.runtime.factory import (
     build_clip_hook,
     build_pipeline,
@@ -30,13 +31,13 @@ from streamseg.runtime.factory import (
     check_rules_early,
     decode_device,
     open_camera,
+    region_classes_of,
 )
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, Tracker
-from streamseg.runtime.segmenting import describe_error
+from streamseg.runtime.readiness import log_summary, readiness
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter, unfinished
-from streamseg.telemetry.counters import camera_summary, sink_counts, sink_summary
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.setup import Telemetry
@@ -46,7 +47,6 @@ __all__ = ["Service"]
 
 log = logging.getLogger("streamseg.runtime")
 
-READY_CAMERA_STATES = ("streaming", "finished")
 # A second signal within this many seconds of the first is the same request.
 SAME_SIGNAL_S = 1.0
 
@@ -83,6 +83,7 @@ class Service:
         self.events: Any = None  # streamseg.console.events.EventLog (alert snapshots)
         self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
         self.model_loaded = False
+        self.region_classes: tuple[str, ...] | None = None  # once the model is built
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
         self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
         self.clips: Any = None  # streamseg.record.clips.ClipHook while alert clips are on
@@ -158,15 +159,28 @@ class Service:
     def remove_camera(self, camera_id: str) -> None:
         """Stop serving one camera; its frames already read still reach the sinks, then
         every part that kept state for it forgets it (``runtime.camera_changes``)."""
-        from streamseg.runtime.camera_changes import forget_camera
-
         with self._cameras_lock:
             if not any(c.id == camera_id for c in self.cameras):
                 raise KeyError(camera_id)
-            if self.pipeline is not None:
+            if self.pipeline is not None and camera_id in self.pipeline.sources:
                 self.pipeline.remove_source(camera_id)
+                forget_camera(self, camera_id)
             self.cameras = [c for c in self.cameras if c.id != camera_id]
-            forget_camera(self, camera_id)
+
+    def replace_camera(self, cam: CameraConfig) -> None:
+        """Serve ``cam`` instead of the camera of its id, the others undisturbed; a change
+        that fails leaves the old one running (``runtime.camera_changes.swap_source``).
+        Raises ``KeyError`` (no such camera), ``SourceError``, ``ValueError``."""
+        with self._cameras_lock:
+            ids = [c.id for c in self.cameras]
+            if cam.id not in ids:
+                raise KeyError(cam.id)
+            at = ids.index(cam.id)
+            old, p = self.cameras[at], self.pipeline
+            if p is not None:
+                swap_source(p, cam.id, opener=self._open_camera, new=cam, old=old,
+                            forget=lambda cid: forget_camera(self, cid))  # fmt: skip
+            self.cameras[at] = cam
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.runtime.console.build_console``)."""
@@ -206,7 +220,10 @@ class Service:
             built.callback(segmenter.close)
             if self._stop.is_set():
                 return None
-            tracker = build_tracker(self.config, segmenter.class_names)  # RuleError
+            self.region_classes = region_classes_of(segmenter)
+            tracker = build_tracker(  # RuleError: exit 2
+                self.config, segmenter.class_names, self.region_classes
+            )
             built.callback(tracker.close)
             self.model_loaded = True
             if self.events is not None:
@@ -235,6 +252,9 @@ class Service:
                 hook.close()
             except Exception:
                 log.exception("runtime: closing %s failed", type(hook).__name__)
+
+    def _open_camera(self, cam: CameraConfig) -> Any:
+        return self._open_cameras([cam])[cam.id]
 
     def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
         """Sources of ``cams`` as the pipeline reads them (decode device, clip packets)."""
@@ -294,7 +314,7 @@ class Service:
                     pipeline.stats.snapshot(), pipeline.sink_states(), pipeline.running_stages()
                 ),
             )
-        self._log_summary(pipeline)
+        log_summary(pipeline)
         pipeline.close()
         return 1 if not finished or pipeline.failure is not None else 0
 
@@ -304,16 +324,6 @@ class Service:
             if stop_time is not None and time.monotonic() - stop_time > pipeline.drain_timeout + 2:
                 return False
         return True
-
-    def _log_summary(self, pipeline: Pipeline) -> None:
-        """The exit summary, in the words of ``streamseg.telemetry.counters``."""
-        p50, p99 = pipeline.stats.latency_percentiles(50, 99)
-        for cid, c in pipeline.stats.snapshot().items():
-            log.info("summary[%s]: frames %s", cid, camera_summary(c.as_dict()))
-        sinks = "; ".join(f"messages {sink_summary(s.health())}" for s in pipeline.sinks)
-        log.info("summary: latency p50 %s p99 %s; %s", _ms(p50), _ms(p99), sinks)
-        if pipeline.failure is not None:
-            log.error("runtime: stopped because of a failure: %s", describe_error(pipeline.failure))
 
     def model_health(self) -> dict[str, Any]:
         """``/readyz``'s ``model`` (``streamseg.hosting.health``)."""
@@ -327,42 +337,16 @@ class Service:
         service is not stopping. ``model``: ``streamseg.hosting.health``;
         ``cameras[id].counts``: the frame counters and ``sinks``: ``{name:
         {type, connected, buffered, published, lost, errors, reconnects}}``,
-        in the words of ``streamseg.telemetry.counters``.
+        in the words of ``streamseg.telemetry.counters``. ``status``:
+        ``degraded`` while a part is off and the rest runs (``degraded`` says
+        which), else ``ok``; degraded is still ready
+        (``streamseg.runtime.readiness``).
         """
         p = self.pipeline
-        if p is None:
-            cams: dict[str, Any] = {c.id: {"state": "connecting"} for c in self.cameras}
-            sinks: dict[str, Any] = {
-                "redis": {"type": "redis", "connected": False},
-                **{s.name: {"type": s.type, "connected": False} for s in self.config.sinks},
-            }
-        else:
-            counts = p.stats.snapshot()
-            cams = {}
-            for cid, (_s, _r, d) in p.camera_states().items():
-                c = counts.get(cid)
-                cams[cid] = {**d, "counts": c.as_dict() if c is not None else {}}
-            sinks = {}
-            for sink in p.sinks:
-                health = sink_counts(sink.health())
-                sinks[health.pop("name")] = health
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
-        model = self.model_health()
-        ready = (
-            model["state"] == "running"
-            and all(s["connected"] for s in sinks.values())
-            and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
-            and not stopping
+        return readiness(
+            p, self.cameras, self.config.sinks, model=self.model_health(), stopping=stopping
         )
-        details = {
-            "model": model,
-            "sinks": sinks,
-            "cameras": cams,
-            "stopping": stopping,
-        }
-        # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
-        details["latency"] = p.stats.latency_details() if p is not None else None
-        return ready, details
 
     # -- signals -----------------------------------------------------------
     def _install_signals(self) -> dict[int, Any]:
@@ -392,7 +376,3 @@ class Service:
         self._first_signal = now
         log.info("runtime: %s received", name)
         self.stop()
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1000:.0f} ms"

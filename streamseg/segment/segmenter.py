@@ -124,6 +124,18 @@ class Segmenter:
         return self._class_names
 
     @property
+    def region_classes(self) -> tuple[str, ...]:
+        """The classes this model gives as regions (``Instances.regions``) rather
+        than instances: every class of a semantic model, a panoptic model's stuff
+        classes, none for an instance model (alert rules are checked against them)."""
+        task = getattr(self._model, "task", "instance")
+        if task == "semantic":
+            return self._class_names[1:]
+        if task == "panoptic":
+            return tuple(getattr(self._model, "stuff_classes", ()))
+        return ()
+
+    @property
     def input_spec(self) -> InputSpec:
         spec = self._model.input_spec
         assert isinstance(spec, InputSpec), type(spec)

@@ -2,7 +2,7 @@
 
 Example::
 
-    >>> from streamseg.track.alerts import AlertsConfig
+    >>> from streamseg.track.alerts import AlertsConfig, CameraAlerts
     >>> from streamseg.track.config import TrackingConfig
     >>> stage = build_tracking_stage(TrackingConfig(), AlertsConfig(), ["__background__", "box"])
     >>> stage.close()
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from opentelemetry import metrics
 
-from streamseg.track.alerts import AlertsConfig
+from streamseg.track.alerts import AlertsConfig, CameraAlerts
 from streamseg.track.config import TrackingConfig
 from streamseg.track.given import GivenIdTracker
 from streamseg.track.rules.engine import CameraRules
@@ -50,14 +50,19 @@ class TrackingStage:
             ``track_ids`` instances arrive with).
         alerts: the ``alerts:`` section.
         class_names: the model's class names (index 0 is background).
+        region_classes: the classes the model gives as regions (``None``: not
+            known); rules are checked against them (``streamseg.track.rules.checks``).
         meter_provider: OpenTelemetry meter provider; default the global one.
 
     ``process`` never mutates its input: it returns a new ``FrameResult``
     whose ``Instances`` have ``track_ids`` (int64, ``-1`` for detections no
     confirmed track took) and the alert events of that frame. Rule
-    ``classes`` are checked against ``class_names`` here (``ValueError``
-    naming the camera and rule). ``rules_seconds`` counts the CPU time (of
-    the calling thread) spent in the rules.
+    classes are checked against ``class_names`` here (``RuleError``, a
+    ``ValueError`` naming the field). A rule that fails on a frame is
+    disabled, logged and counted (``streamseg.track.rules.failures``), and
+    listed by ``degraded()``; the camera's other rules go on.
+    ``rules_seconds`` counts the CPU time (of the calling thread) spent in
+    the rules.
     """
 
     def __init__(
@@ -66,6 +71,7 @@ class TrackingStage:
         tracking: TrackingConfig,
         alerts: AlertsConfig,
         class_names: Sequence[str],
+        region_classes: Sequence[str] | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         from streamseg.track.telemetry import watch
@@ -73,10 +79,8 @@ class TrackingStage:
         self.tracking = tracking
         self.alerts = alerts
         self.class_names = tuple(class_names)
-        self._rules = {
-            cid: CameraRules(camera_id=cid, config=cam, class_names=self.class_names)
-            for cid, cam in alerts.cameras.items()
-        }
+        self.region_classes = None if region_classes is None else tuple(region_classes)
+        self._rules = {cid: self._new_rules(cid, cam) for cid, cam in alerts.cameras.items()}
         self.cameras: dict[str, _Camera] = {}
         self._pending: dict[str, CameraRules | None] | None = None
         self._forget: set[str] = set()  # cameras removed while running (forget_camera)
@@ -131,11 +135,7 @@ class TrackingStage:
             new = alerts.cameras.get(cid)
             if new == self.alerts.cameras.get(cid) and cid in self._rules:
                 continue
-            changed[cid] = (
-                None
-                if new is None
-                else CameraRules(camera_id=cid, config=new, class_names=self.class_names)
-            )
+            changed[cid] = None if new is None else self._new_rules(cid, new)
         with self._pending_lock:
             pending = dict(self._pending or {})
             pending.update(changed)
@@ -158,9 +158,7 @@ class TrackingStage:
             self.cameras.pop(cid, None)
             old = self._rules.pop(cid, None)
             if old is not None and cid in self.alerts.cameras:  # its rules, without their state
-                self._rules[cid] = CameraRules(
-                    camera_id=cid, config=old.config, class_names=self.class_names
-                )
+                self._rules[cid] = self._new_rules(cid, old.config)
         for cid, rules in pending.items():
             if rules is None:
                 self._rules.pop(cid, None)
@@ -171,6 +169,29 @@ class TrackingStage:
                 cam.rules = rules
             n = len(rules.config.rules) if rules is not None else 0
             log.info("track[%s]: alert rules changed (%d rules)", cid, n)
+
+    def _new_rules(self, camera_id: str, config: CameraAlerts) -> CameraRules:
+        return CameraRules(
+            camera_id=camera_id,
+            config=config,
+            class_names=self.class_names,
+            region_classes=self.region_classes,
+            on_failure=self._rule_failed,
+        )
+
+    def _rule_failed(self, camera_id: str, rule: str, exc: BaseException) -> None:
+        self._metrics.failures.add(1, {"camera": camera_id, "rule": rule})
+
+    def degraded(self) -> dict[str, dict[str, str]]:
+        """``{camera: {rule: why}}`` of the rules disabled because they failed (empty
+        when every rule runs); they stay off until the camera's rules change."""
+        out: dict[str, dict[str, str]] = {}
+        for cid, rules in list(self._rules.items()):
+            cam = self.cameras.get(cid)
+            running = cam.rules if cam is not None and cam.rules is not None else rules
+            if running.failed:
+                out[cid] = dict(running.failed)
+        return out
 
     def counts(self, camera_id: str) -> dict[str, object]:
         """What the overlays show: ``{zone: tracks inside}``, ``{line: (in, out)}``."""
@@ -234,10 +255,7 @@ class TrackingStage:
             tracker = GivenIdTracker(max_lost_seconds=self.tracking.max_lost_seconds)
         rules = self._rules.get(camera_id)
         if rules is not None and cam is not None:
-            rules = CameraRules(
-                camera_id=camera_id, config=rules.config, class_names=self.class_names
-            )
-            self._rules[camera_id] = rules
+            rules = self._rules[camera_id] = self._new_rules(camera_id, rules.config)
         cam = self.cameras[camera_id] = _Camera(tracker, rules, size)
         return cam
 
@@ -286,7 +304,12 @@ def _host(values: torch.Tensor, dtype: type[np.generic]) -> np.ndarray:
 
 
 def build_tracking_stage(
-    tracking: TrackingConfig, alerts: AlertsConfig, class_names: Sequence[str]
+    tracking: TrackingConfig,
+    alerts: AlertsConfig,
+    class_names: Sequence[str],
+    region_classes: Sequence[str] | None = None,
 ) -> TrackingStage:
     """The ``track`` stage for the runtime (see ``TrackingStage``)."""
-    return TrackingStage(tracking=tracking, alerts=alerts, class_names=class_names)
+    return TrackingStage(
+        tracking=tracking, alerts=alerts, class_names=class_names, region_classes=region_classes
+    )

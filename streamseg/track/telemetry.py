@@ -4,6 +4,8 @@ Instruments (the runtime installs the providers and exporters):
 
 * ``streamseg.track.rules.events`` (counter; ``camera``, ``rule``, ``kind``):
   events emitted, so ``line_in`` / ``line_out`` give running line counts;
+* ``streamseg.track.rules.failures`` (counter; ``camera``, ``rule``):
+  rules disabled because they failed (the camera's other rules go on);
 * ``streamseg.track.rules.occupancy`` (gauge; ``camera``, ``rule``, ``zone``):
   confirmed tracks inside each zone rule's zone;
 * ``streamseg.track.started`` (counter; ``camera``): tracks confirmed;
@@ -42,6 +44,11 @@ class Instruments:
         track = metrics.get_meter("streamseg.track", meter_provider=provider)
         self.events = alert.create_counter(
             "streamseg.track.rules.events", "{event}", "alert events emitted (camera, rule, kind)"
+        )
+        self.failures = alert.create_counter(
+            "streamseg.track.rules.failures",
+            "{rule}",
+            "rules disabled because they failed (camera, rule)",
         )
         self.started = track.create_counter(
             "streamseg.track.started", "{track}", "tracks confirmed (camera)"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 
 def test_check_default_pipeline(cli) -> None:  # type: ignore[no-untyped-def]
@@ -78,3 +81,69 @@ def test_help(cli) -> None:  # type: ignore[no-untyped-def]
         proc = cli(*args)
         assert proc.returncode == 0
         assert "exit codes" in proc.stdout
+
+
+def test_check_lists_the_errors_of_every_layer_in_one_run(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A missing field hides neither the cross-references nor start-up's checks."""
+    path = tmp_path / "layers.yaml"
+    path.write_text(
+        "cameras:\n"
+        "  - {id: a, url: 'synthetic://?seed=abc'}\n"
+        "model: {arch: maskrcnn_small, class_names: [__background__, person, car]}\n"
+        "alerts:\n"
+        "  cameras:\n"
+        "    a:\n"
+        "      zones: {z: {polygon: [[0, 0], [10, 0], [10, 10]]}}\n"
+        "      rules:\n"
+        "        - {name: d, type: dwell, zone: z}\n"
+        "        - {name: e, type: zone, zone: nozone, classes: [zebra]}\n"
+        "        - {name: c, type: coverage, zone: z, region: lava, above: 0.1}\n"
+        "    ghost: {rules: []}\n"
+    )
+    proc = cli("check", str(path), "--no-model")
+    assert proc.returncode == 2
+    fields = re.findall(r"^\S+:\d+: (\S+):", proc.stderr, re.MULTILINE)
+    assert fields == [
+        "cameras[0].url",  # start-up's (the synthetic scene's parameters)
+        "alerts.cameras.a.rules[0].dwell.seconds",  # the schema's
+        "alerts.cameras.a.rules[1].classes[0]",  # the cross-references'
+        "alerts.cameras.a.rules[1].zone",
+        "alerts.cameras.a.rules[2].region",
+        "alerts.cameras.ghost",
+    ], proc.stderr
+    assert "seed='abc' must be an integer" in proc.stderr
+    assert "unknown zone 'nozone' (defined: z)" in proc.stderr
+    assert f"{path}: 6 errors" in proc.stderr
+
+
+@pytest.mark.slow  # loads the panoptic model (about 6 s of CPU)
+def test_check_refuses_rules_the_panoptic_model_cannot_run(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A region rule needs a stuff class; a tracked rule a thing class (issue 30, item 5)."""
+    repo = Path(__file__).resolve().parents[2]
+    path = tmp_path / "panoptic.yaml"
+    path.write_text(
+        "cameras:\n"
+        "  - {id: yard, url: 'synthetic://?seed=1&width=128&height=96&stuff=1'}\n"
+        f"model: {{arch: mask2former_tiny, weights: '{repo / 'models' / 'panoptic_tiny.pth'}',"
+        " task: panoptic}\n"
+        "alerts:\n"
+        "  cameras:\n"
+        "    yard:\n"
+        "      zones: {z: {polygon: [[0, 0], [10, 0], [10, 10]]}}\n"
+        "      rules:\n"
+        "        - {name: on-disc, type: region, region: disc}\n"
+        "        - {name: road-in-z, type: zone, zone: z, classes: [road]}\n"
+        "        - {name: on-road, type: region, region: road, classes: [disc]}\n"
+        "        - {name: wet, type: coverage, zone: z, region: water, above: 0.1}\n"
+    )
+    proc = cli("check", str(path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "alerts.cameras.yard.rules[0].region: rule 'on-disc': 'disc' is a thing class" in (
+        proc.stderr
+    )
+    assert "name a region (stuff) class: ground, road, water" in proc.stderr
+    assert "alerts.cameras.yard.rules[1].classes: rule 'road-in-z': 'road' is a region" in (
+        proc.stderr
+    )
+    assert "rules[2]" not in proc.stderr and "rules[3]" not in proc.stderr
+    assert f"{path}: 2 errors" in proc.stderr

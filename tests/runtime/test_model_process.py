@@ -77,6 +77,7 @@ def test_same_instances_swap_and_restart(
         pid = proc.pid()
         assert pid is not None and pid != os.getpid()
         assert proc.class_names == tuple(NAMES)
+        assert proc.region_classes == ()  # an instance model: the rules' checks need it
         # The worker's own log lines reach this process's handlers (soon: they
         # come through a queue of their own).
         deadline = time.monotonic() + 10

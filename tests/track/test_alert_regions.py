@@ -133,11 +133,11 @@ def test_coverage_below_and_of_a_thing_class() -> None:
 
 
 def test_unknown_region_class_names_the_field() -> None:
+    """Refused when the rules are built, before any frame (serve exits 2 with it)."""
     config = alerts([{"name": "x", "type": "region", "region": "lava"}])
-    stage = TrackingStage(tracking=TrackingConfig(), alerts=config, class_names=NAMES)
     with pytest.raises(RuleError, match="unknown class 'lava' in `region`") as info:
-        stage.process(to_result(_message(road_map()), "m", masks=False, ids=False))
-    assert info.value.field == "region"
+        TrackingStage(tracking=TrackingConfig(), alerts=config, class_names=NAMES)
+    assert info.value.field == "alerts.cameras.cam.rules[0].region"
 
 
 def test_coverage_needs_one_bound() -> None:

@@ -271,6 +271,10 @@ async function refreshHealth() {
     `model ${m.arch} (${m.backend}, ${m.precision}, ${m.device}) weights ${m.weights || "none"}${m.loaded ? "" : " (loading)"}${health}${swap}`;
   document.getElementById("sinks-line").textContent = "sinks: " + Object.entries(data.sinks).map(([name, s]) =>
     `${name} ${s.connected ? "connected" : "DOWN"} (${s.published ?? 0} published, ${s.buffered ?? 0} buffered, ${s.lost ?? 0} lost)`).join("; ");
+  // Parts that are off while the rest runs (rules disabled because they failed).
+  const off = Object.entries((data.degraded || {}).rules || {}).flatMap(([cam, rules]) =>
+    Object.entries(rules).map(([rule, why]) => `rule ${rule} of ${cam} is off (${why})`));
+  document.getElementById("degraded-line").textContent = off.length ? "DEGRADED: " + off.join("; ") : "";
 }
 
 refreshHealth();

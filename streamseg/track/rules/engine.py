@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.errors import StartupError
 from streamseg.geometry import Polygon, Segment, Shapes
 from streamseg.registry import load
 from streamseg.track import alerts as cfg
 from streamseg.track.rules.base import RuleBase, class_ids
+from streamseg.track.rules.checks import RuleError, camera_rule_problems, rule_problems
 from streamseg.track.rules.membership import Membership
 from streamseg.track.rules.zones import ZoneState
 from streamseg.track.view import TrackView
@@ -36,13 +36,6 @@ __all__ = [
 ]
 
 
-class RuleError(StartupError, ValueError):
-    """A rule that cannot run with this model (e.g. a class it does not have).
-
-    ``field`` is the pipeline.yaml field to fix; the message says how.
-    """
-
-
 log = logging.getLogger("streamseg.track.rules")
 
 
@@ -52,23 +45,44 @@ class CameraRules:
     Geometry given in normalised coordinates is scaled to the frame size of
     the first frame (and again, with fresh state, if the size changes).
 
+    A rule that fails (while being built, or on a frame) is disabled and
+    reported (``failed``, the log, ``on_failure``); the camera's other rules go
+    on. It stays off until the camera's rules are changed.
+
     Args:
         camera_id: the camera.
         config: its section of ``alerts.cameras``.
-        class_names: the model's class names (index 0 is background); rule
-            ``classes`` must be among them (``ValueError`` otherwise).
+        class_names: the model's class names (index 0 is background).
+        region_classes: the classes the model gives as regions (``None``:
+            not known); every rule's classes are checked against these and
+            ``class_names`` here (``RuleError`` naming the field,
+            ``streamseg.track.rules.checks``).
+        on_failure: called with ``(camera_id, rule name, exception)`` when a
+            rule is disabled.
     """
 
     def __init__(
-        self, *, camera_id: str, config: cfg.CameraAlerts, class_names: Sequence[str]
+        self,
+        *,
+        camera_id: str,
+        config: cfg.CameraAlerts,
+        class_names: Sequence[str],
+        region_classes: Sequence[str] | None = None,
+        on_failure: Callable[[str, str, BaseException], None] | None = None,
     ) -> None:
         self.camera_id = camera_id
         self.config = config
         self.class_names = tuple(class_names)
+        self.region_classes = None if region_classes is None else tuple(region_classes)
+        problems = camera_rule_problems(camera_id, config, self.class_names, self.region_classes)
+        if problems:
+            raise problems[0][1]
         self._labels = [
             _labels(rule, self.class_names, f"alerts.cameras.{camera_id}.rules[{i}].classes")
             for i, rule in enumerate(config.rules)
         ]
+        self.on_failure = on_failure
+        self.failed: dict[str, str] = {}  # rule name -> why it was disabled
         self.rules: list[RuleBase] = []
         self._shapes = Shapes(zones={}, lines={})
         self._zones: dict[str, Polygon] = {}
@@ -76,13 +90,36 @@ class CameraRules:
         self._size: tuple[int, int] | None = None
 
     def update(self, view: TrackView) -> list[Event]:
-        """Events of all rules for this frame, in rule order."""
+        """Events of all rules for this frame, in rule order (a rule that raises is
+        disabled, the others go on)."""
         if view.frame.image_size != self._size:
             self._build(view.frame.image_size)
         events: list[Event] = []
+        broken = None
         for rule in self.rules:
-            events += rule.update(view)
+            try:
+                events += rule.update(view)
+            except Exception as exc:
+                self._disable(rule.name, exc)
+                broken = True
+        if broken:
+            self.rules = [r for r in self.rules if r.name not in self.failed]
         return events
+
+    def _disable(self, name: str, exc: BaseException) -> None:
+        self.failed[name] = f"{type(exc).__name__}: {exc}"
+        log.error(
+            "alerts[%s]: rule %r failed and is disabled (the camera's other rules go on): %s",
+            self.camera_id,
+            name,
+            self.failed[name],
+            exc_info=exc,
+        )
+        if self.on_failure is not None:
+            try:
+                self.on_failure(self.camera_id, name, exc)
+            except Exception:
+                log.exception("alerts[%s]: reporting rule %r's failure", self.camera_id, name)
 
     def occupancy(self) -> list[tuple[str, str, int]]:
         """``(rule, zone, tracks inside)`` of every zone rule."""
@@ -106,10 +143,14 @@ class CameraRules:
         self._shapes = self.config.shapes(size)
         self._zones = {}  # one per zone: rules share its per-frame depths
         self._zone_states = {}  # one per zone, test and filters: rules share inside states
-        self.rules = [
-            self._rule(rule, labels, size)
-            for rule, labels in zip(self.config.rules, self._labels, strict=True)
-        ]
+        self.rules = []
+        for rule, labels in zip(self.config.rules, self._labels, strict=True):
+            if rule.name in self.failed:
+                continue
+            try:
+                self.rules.append(self._rule(rule, labels, size))
+            except Exception as exc:
+                self._disable(rule.name, exc)
 
     def _polygon(self, name: str, size: tuple[int, int]) -> Polygon:
         if name in self._zones:
@@ -149,27 +190,28 @@ class CameraRules:
 
 
 def rule_class_problems(
-    alerts: cfg.AlertsConfig, class_names: Sequence[str]
+    alerts: cfg.AlertsConfig,
+    class_names: Sequence[str],
+    region_classes: Sequence[str] | None = None,
 ) -> list[tuple[str, int, RuleError]]:
-    """``(camera, rule index, error)`` of every rule naming a class not in ``class_names``.
+    """``(camera, rule index, error)`` of every rule naming a class this model cannot
+    give it (``streamseg.track.rules.checks``).
 
     What building the rules checks, without building them: ``check`` lists
     them all, ``serve`` asks before it starts the model when the classes
-    are known from the config or the checkpoint alone.
+    are known from the config or the checkpoint alone, the console before
+    it applies a change.
     """
-    out = []
-    for cid, cam in alerts.cameras.items():
-        for i, rule in enumerate(cam.rules):
-            try:
-                _labels(rule, class_names, f"alerts.cameras.{cid}.rules[{i}].classes")
-            except RuleError as exc:
-                out.append((cid, i, exc))
-    return out
+    return rule_problems(alerts, class_names, region_classes)
 
 
-def check_rule_classes(alerts: cfg.AlertsConfig, class_names: Sequence[str]) -> None:
-    """Raise the ``RuleError`` of the first rule naming a class not in ``class_names``."""
-    problems = rule_class_problems(alerts, class_names)
+def check_rule_classes(
+    alerts: cfg.AlertsConfig,
+    class_names: Sequence[str],
+    region_classes: Sequence[str] | None = None,
+) -> None:
+    """Raise the ``RuleError`` of the first rule this model cannot run."""
+    problems = rule_class_problems(alerts, class_names, region_classes)
     if problems:
         raise problems[0][2]
 
