@@ -105,7 +105,7 @@ def test_check_lists_the_errors_of_every_layer_in_one_run(cli, tmp_path: Path) -
     fields = re.findall(r"^\S+:\d+: (\S+):", proc.stderr, re.MULTILINE)
     assert fields == [
         "cameras[0].url",  # start-up's (the synthetic scene's parameters)
-        "alerts.cameras.a.rules[0].dwell.seconds",  # the schema's
+        "alerts.cameras.a.rules[0].seconds",  # the schema's
         "alerts.cameras.a.rules[1].classes[0]",  # the cross-references'
         "alerts.cameras.a.rules[1].zone",
         "alerts.cameras.a.rules[2].region",
