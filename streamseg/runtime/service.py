@@ -215,7 +215,7 @@ class Service:
             swap = self.swap = build_swap_controller(
                 self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
             )
-            clips = self.clips = build_clip_hook(self.config)
+            clips = self.clips = build_clip_hook(self.config, meter=telemetry.meter)
             self._hooks = [h for h in (swap, clips) if h is not None]
             built.callback(self._close_hooks)
             with self._cameras_lock:
@@ -347,6 +347,8 @@ class Service:
                 health = sink_counts(sink.health())
                 sinks[health.pop("name")] = health
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
+        for cid, d in cams.items() if self.clips is not None else ():  # record.retention
+            d["recording"] = self.clips.camera_state(cid)  # "disk_full": a full disk stops it
         model = self.model_health()
         ready = (
             model["state"] == "running"
@@ -354,12 +356,9 @@ class Service:
             and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
             and not stopping
         )
-        details = {
-            "model": model,
-            "sinks": sinks,
-            "cameras": cams,
-            "stopping": stopping,
-        }
+        details = {"model": model, "sinks": sinks, "cameras": cams, "stopping": stopping}
+        # record.retention: recording's state (a full disk stops it); null without clips
+        details["recording"] = self.clips.health() if self.clips is not None else None
         # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
         details["latency"] = p.stats.latency_details() if p is not None else None
         return ready, details
