@@ -85,7 +85,7 @@ class DiskGuard:
             self.last_error = str(exc)
             self._next_look = self.clock() + self.retry_s
         log.error(
-            "record: the disk is full (%s); recording stops until %.0f MiB are free",
+            "record: the disk is full (%s); recording stops until %.1f MiB are free",
             exc,
             self.resume_bytes / 2**20,
         )

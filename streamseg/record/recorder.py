@@ -99,10 +99,11 @@ def record_camera(
     try:
         for session in reader.sessions(done):
             recorded = sum(f.duration for f in files)
-            files += _record_session(
+            written, reached = _record_session(
                 session, camera_id, recorded, duration_s, segment_s, container, out_dir, disk
             )
-            if sum(f.duration for f in files) >= duration_s - 1e-9:
+            files += written
+            if reached or sum(f.duration for f in files) >= duration_s - 1e-9:
                 done.set()
     finally:
         done.set()
@@ -192,10 +193,12 @@ def _record_session(
     container: str,
     out_dir: str | Path,
     disk: _Disk,
-) -> list[RecordedFile]:
-    """Write one connection's packets until the footage reaches ``duration_s`` seconds."""
+) -> tuple[list[RecordedFile], bool]:
+    """Write one connection's packets until the footage reaches ``duration_s`` seconds;
+    the files, and whether it did (footage not written for a full disk counts too)."""
     writer: SegmentWriter | None = None
     start: float | None = None
+    reached = False
     try:
         for packet in session.packets():
             sp = StoredPacket.from_av(packet)
@@ -210,8 +213,9 @@ def _record_session(
             if start is None and sp.keyframe:
                 start = sp.decode_time
             if start is not None and recorded + sp.decode_time - start >= duration_s:
+                reached = True
                 break
             disk.write(writer, sp, camera_id)
     finally:
         files = disk.close(writer, camera_id) if writer is not None else []
-    return files
+    return files, reached
