@@ -193,24 +193,22 @@ class ClipHook:
             rec.abort()
             earlier.extend(rec.files)
 
-    def camera_state(self, camera_id: str) -> str:
-        """``camera_id``'s recording: ``recording``, ``disk_full`` (stopped) or ``off``."""
-        c = self.config.clips
-        if not self.enabled or (c.cameras and camera_id not in c.cameras):
-            return "off"
-        return str(self.disk.state)
-
-    def health(self) -> dict[str, Any]:
+    def health(self, cameras: Sequence[str] = ()) -> dict[str, Any]:
         """``/readyz``'s ``recording``: the disk guard's ``state`` (``recording`` or
         ``disk_full``), ``since``, ``stops``, ``last_error``; ``free_mb`` of the
         filesystem, ``bytes`` kept per camera, files ``removed`` by retention
-        (``{reason: {files, bytes}}``) and ``clips_missed`` while the disk was full."""
+        (``{reason: {files, bytes}}``), ``clips_missed`` while the disk was full,
+        and ``cameras``: each of ``cameras``'s recording (that state, or ``off``
+        for a camera ``record.clips.cameras`` leaves out), read at the same time."""
         with self._lock:
             usage = dict(self.retention.usage)
             removed = {k: {"files": n, "bytes": b} for k, (n, b) in self.removed.items()}
             missed = self.clips_missed
+        disk = self.disk.health()
+        only = self.config.clips.cameras
         return {
-            **self.disk.health(),
+            **disk,
+            "cameras": {c: "off" if only and c not in only else disk["state"] for c in cameras},
             "dir": str(self.retention.root),
             "free_mb": round(self.retention.free_bytes() / MB, 3),
             "bytes": usage,

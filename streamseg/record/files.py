@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import re
 import time
 from fractions import Fraction
@@ -120,6 +121,7 @@ class Output:
         # Reorder delay (B-frames): presentation minus decode time of a keyframe.
         self.delay = first.time - first.decode_time
         self.packets = 0
+        self.bytes = 0  # of packet data muxed
 
     def write(self, sp: StoredPacket) -> None:
         import av
@@ -133,10 +135,15 @@ class Output:
         packet.stream = self._stream
         self._out.mux(packet)
         self.packets += 1
+        self.bytes += len(sp.data)
         self.end = max(self.end, sp.time + float(sp.duration * sp.time_base))
 
     def close(self) -> RecordedFile:
+        """Finish the file. ``OSError`` (``ENOSPC``) when it is shorter than the
+        packets written: FFmpeg can drop a buffered write's error (a full disk)."""
         self._out.close()
+        if self.path.stat().st_size < self.bytes:
+            raise OSError(errno.ENOSPC, "No space left on device (file cut short)", str(self.path))
         return RecordedFile(self.path, self.start, self.end - self.start, self.packets)
 
     def abort(self) -> None:

@@ -210,8 +210,11 @@ class ClipRecorder:
             )
             return
         name = f"{safe_name(self.camera_id)}_{stamp(time.time())}_{safe_name(tag)}"
+        path, n = self.out_dir / f"{name}.{self.container}", 1
+        while path.exists():  # a clip opened in the same millisecond (one ended, the next began)
+            path, n = self.out_dir / f"{name}_{n}.{self.container}", n + 1
         out = Output(
-            self.out_dir / f"{name}.{self.container}",
+            path,
             self._codec.stream,
             self.container,
             packets[first],

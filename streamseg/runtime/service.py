@@ -347,8 +347,10 @@ class Service:
                 health = sink_counts(sink.health())
                 sinks[health.pop("name")] = health
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
-        for cid, d in cams.items() if self.clips is not None else ():  # record.retention
-            d["recording"] = self.clips.camera_state(cid)  # "disk_full": a full disk stops it
+        # record.retention: recording's state ("disk_full": a full disk stops it); null w/o clips
+        recording = self.clips.health(cameras=list(cams)) if self.clips is not None else None
+        for cid, state in (recording or {}).get("cameras", {}).items():
+            cams[cid]["recording"] = state
         model = self.model_health()
         ready = (
             model["state"] == "running"
@@ -357,8 +359,7 @@ class Service:
             and not stopping
         )
         details = {"model": model, "sinks": sinks, "cameras": cams, "stopping": stopping}
-        # record.retention: recording's state (a full disk stops it); null without clips
-        details["recording"] = self.clips.health() if self.clips is not None else None
+        details["recording"] = recording
         # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
         details["latency"] = p.stats.latency_details() if p is not None else None
         return ready, details

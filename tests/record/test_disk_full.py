@@ -83,7 +83,7 @@ def test_a_full_disk_stops_clips_once_and_they_resume_when_space_is_back(
 
     def look() -> None:
         seen["full"] = hook.health()
-        seen["state"] = hook.camera_state("cam")
+        seen["state"] = hook.health(["cam", "gate"])["cameras"]
 
     actions = {
         1.0: lambda: hook.on_events([_alert(1.0)]),  # recorded: the disk has room
@@ -99,7 +99,8 @@ def test_a_full_disk_stops_clips_once_and_they_resume_when_space_is_back(
     assert seen["free_when_full"] == 0
     full = seen["full"]
     assert isinstance(full, dict)
-    assert full["state"] == "disk_full" and full["stops"] == 1 and seen["state"] == "disk_full"
+    assert full["state"] == "disk_full" and full["stops"] == 1
+    assert seen["state"] == {"cam": "disk_full", "gate": "disk_full"}
     assert "No space left on device" in full["last_error"] and full["clips_missed"] == 2
     # One alert for the stop, whatever failed after it.
     assert [(e.rule, e.kind, e.camera_id) for e in published] == [("record", "disk_full", "cam")]
@@ -122,9 +123,10 @@ def test_retention_runs_as_clips_are_written_and_at_start_up(noisy: Path, tmp_pa
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     limit = 700 * KB
     retention = RetentionConfig(max_age_hours=1, camera_max_mb=limit / 2**20)
-    clips = ClipsConfig(enabled=True, before_s=0.2, after_s=0.6)
+    clips = ClipsConfig(enabled=True, before_s=0.2, after_s=0.6, cameras=("cam",))
     hook = ClipHook(config=RecordConfig(dir=str(root), clips=clips, retention=retention))
     assert not old.exists()  # at start-up: too old
+    assert hook.health(["cam", "gate"])["cameras"] == {"cam": "recording", "gate": "off"}
     assert hook.health()["removed"] == {"age": {"files": 1, "bytes": 10 * KB}}
     totals: list[int] = []
 
