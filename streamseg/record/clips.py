@@ -33,7 +33,7 @@ from typing import Any
 from streamseg.record.config import RecordConfig
 from streamseg.record.diskfull import DiskGuard
 from streamseg.record.events import disk_full_event
-from streamseg.record.retention import MB, Removal, Retention
+from streamseg.record.retention import MB, Removal, Retention, RetentionThread
 from streamseg.record.segments import ClipRecorder, RecordedFile
 from streamseg.types import Event
 
@@ -80,8 +80,10 @@ class ClipHook:
         # still find them.
         self._earlier: dict[str, collections.deque[RecordedFile]] = {}
         self.ignored_events = 0
+        self._worker: RetentionThread | None = None
         if self.enabled:
-            self._make_room()  # at start-up
+            self._make_room()  # at start-up; then as clips start and end, off the camera threads
+            self._worker = RetentionThread(self._make_room)
 
     def wants(self, event: Event) -> bool:
         """Whether ``event`` passes the ``record.clips`` filters."""
@@ -98,13 +100,13 @@ class ClipHook:
             self.config.clips.cameras and camera_id not in self.config.clips.cameras
         ):
             return
+        self.disk.writable()  # while stopped for a full disk: resumes once space is back
         with self._lock:
             rec = self._recorders.get(camera_id)
             if rec is None or rec.template is not stream:
                 if rec is not None:  # the source reconnected: new codec context
                     self._retire(camera_id, rec)
                 rec = self._recorders[camera_id] = self._recorder(camera_id, stream)
-            self.disk.writable()  # while stopped for a full disk: resumes once space is back
             self._write(camera_id, rec, functools.partial(rec.push, packet))
 
     def _write(self, camera_id: str, rec: ClipRecorder, step: Callable[[], None]) -> None:
@@ -119,17 +121,22 @@ class ClipHook:
             for r in self._recorders.values():
                 r.abort()
             return
-        if rec.open_path != before:
-            self._make_room()
+        if rec.open_path != before and self._worker is not None:
+            self._worker.poke()
 
     def _make_room(self) -> list[Removal]:
-        """``record.retention``: delete what is past its limits (never an open clip)."""
-        keep = [r.open_path for r in self._recorders.values() if r.open_path is not None]
-        removed = self.retention.enforce(keep=keep)
-        for r in removed:
-            files, size = self.removed.get(r.reason, (0, 0))
-            self.removed[r.reason] = (files + 1, size + r.size)
+        """``record.retention``: delete what is past its limits (never an open clip).
+        Not under the hook's lock: listing many files must not hold up the cameras."""
+        removed = self.retention.enforce(keep=self._open_paths)
+        with self._lock:
+            for r in removed:
+                files, size = self.removed.get(r.reason, (0, 0))
+                self.removed[r.reason] = (files + 1, size + r.size)
         return removed
+
+    def _open_paths(self) -> list[Path]:
+        with self._lock:
+            return [r.open_path for r in self._recorders.values() if r.open_path is not None]
 
     def _on_full(self, camera_id: str, exc: OSError) -> None:
         if self.on_alert is None:
@@ -162,13 +169,14 @@ class ClipHook:
         """Alerts from the alert stage; each wanted one opens or extends a clip."""
         if not self.enabled:
             return
+        writable = self.disk.writable()
         with self._lock:
             for event in events:
                 rec = self._recorders.get(event.camera_id)
                 if rec is None or not self.wants(event):
                     self.ignored_events += 1
                     continue
-                if not self.disk.writable():
+                if not writable or self.disk.stopped:
                     self.clips_missed += 1
                     continue
                 tag = f"{event.rule}_{event.kind}"
@@ -246,9 +254,15 @@ class ClipHook:
         return earlier + [f for r in self._recorders.values() for f in r.files]
 
     def close(self) -> list[RecordedFile]:
-        """Finish open clips; returns the clips remembered (:meth:`files` after it)."""
+        """Finish open clips and enforce retention a last time; returns the clips
+        remembered (:meth:`files` after it)."""
         with self._lock:
             for camera_id, rec in self._recorders.items():
                 self._retire(camera_id, rec)
             self._recorders.clear()
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+            self._make_room()
+        with self._lock:
             return self._files()
