@@ -5,6 +5,7 @@ when space is back; retention deletes old clips as new ones are written."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from streamseg.record.config import ClipsConfig, RecordConfig, RetentionConfig
 from streamseg.record.recorder import record_camera
 from streamseg.record.retention import Retention
 from streamseg.types import Event
+from tests.support.rtsp import RtspServer
 from tests.support.tmpfs import fill, tmpfs
 from tests.support.video import count_frames
 
@@ -179,3 +181,30 @@ def test_record_command_on_a_full_disk_stops_writing_and_ends_normally(
         url=str(noisy), camera_id="cam", out_dir=root / "cam2", duration_s=2, segment_s=1.0
     )
     assert full.disk_full_stops == 1 and full.files == []
+
+
+def test_record_from_a_live_camera_resumes_when_space_is_back(
+    rtsp_server: RtspServer, tmpfs: Callable[[int], Path]
+) -> None:
+    root = tmpfs(512 * KB)
+    ballast = root / "ballast.bin"
+    fill(ballast)  # full from the start: the first segment cannot be written
+    retention = Retention(root=root, config=RetentionConfig(resume_free_mb=0.25, retry_s=0.2))
+    freed = threading.Timer(2.0, ballast.unlink)  # space comes back while it records
+    freed.start()
+    try:
+        result = record_camera(
+            url=rtsp_server.url,
+            camera_id="gate",
+            out_dir=root / "gate",
+            duration_s=5.0,
+            segment_s=1.0,
+            retention=retention,
+        )
+    finally:
+        freed.join()
+    assert result.disk_full_stops == 1 and result.files
+    for f in result.files:  # what was written after the space came back plays
+        assert count_frames(f.path) == f.packets > 0
+    # About 3 of the 5 s: the first 2 s (and up to the next keyframe) found no space.
+    assert 1.0 <= sum(f.duration for f in result.files) <= 3.5
