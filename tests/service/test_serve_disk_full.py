@@ -19,6 +19,8 @@ import pytest
 
 from streamseg.schemas import load_schema
 from tests.conftest import run_cli
+from tests.support.browser import available as browser_available
+from tests.support.browser import browser
 from tests.support.console import call
 from tests.support.serve import REPO, ServeProcess, metric, service_pipeline
 from tests.support.servers import RedisServer
@@ -47,6 +49,21 @@ def _alerts(redis_server: RedisServer) -> list[dict[str, Any]]:
 
 def _clips(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*.mp4") if p.stat().st_size > 0]
+
+
+def _console_says_recording_stopped(proc: ServeProcess) -> None:
+    from selenium.webdriver.common.by import By
+
+    with browser() as driver:
+        driver.get(f"http://127.0.0.1:{proc.http_port}/")
+        cell = '#health-rows tr[data-camera="clip"] td:nth-child(2)'
+
+        def state() -> str:
+            found = driver.find_elements(By.CSS_SELECTOR, cell)
+            return str(found[0].text) if found else ""
+
+        text = proc.wait_for(lambda: "RECORDING STOPPED" in state() and state(), 20, "the page")
+        assert text.startswith("streaming") and "disk full" in text
 
 
 def test_a_full_disk_stops_recording_not_serving_and_recording_resumes(
@@ -82,6 +99,8 @@ def test_a_full_disk_stops_recording_not_serving_and_recording_resumes(
     assert "No space left on device" in full["recording"]["last_error"]
     code, health = call(proc.http_port, "GET", "/api/health")  # the console's camera table
     assert code == 200 and health["cameras"]["clip"]["recording"] == "disk_full"
+    if browser_available():  # and the page says so (the API is checked either way)
+        _console_says_recording_stopped(proc)
     stopped = [a for a in _alerts(redis_server) if a["kind"] == "disk_full"]
     assert len(stopped) == 1 and stopped[0]["rule"] == "record"
     assert stopped[0]["camera_id"] == "clip" and stopped[0]["extra"]["dir"] == str(rec)
