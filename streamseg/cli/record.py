@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from streamseg.ingest.spec import SourceError
     from streamseg.record.config import RecordConfig
     from streamseg.record.recorder import record_camera
+    from streamseg.record.retention import Retention
     from streamseg.redact import redact_url
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -92,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     out = Path(args.out) if args.out else Path(record.dir) / args.camera
+    # record.retention covers record.dir; an --out folder elsewhere is covered alone.
+    inside = out.absolute().parent == Path(record.dir).absolute()
+    root = Path(record.dir) if inside else out
+    retention = Retention(root=root, config=record.retention, flat=not inside)
     try:
         result = record_camera(
             url=url,
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             duration_s=args.duration,
             segment_s=args.segment_seconds or record.segment_s,
             container=args.container or record.container,
+            retention=retention,
             **options,
         )
     except SourceError as exc:
@@ -124,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
                 ],
                 "packets": result.packets,
                 "reconnects": result.reconnects,
+                "disk_full_stops": result.disk_full_stops,
+                "removed": result.removed,
             }
         )
     )

@@ -245,7 +245,8 @@ class Alert:
             ``streamseg.track.alerts.ALERT_KINDS`` (``enter``, ``exit``,
             ``line_in``, ``line_out``, ``dwell``, ``crowding``, ``crowding_end``,
             ``on_region``, ``off_region``, ``coverage``, ``coverage_end``; the
-            table in docs/events.md).
+            table in docs/events.md), or recording's own ``disk_full`` (rule
+            ``record``: a full disk stopped recording).
         camera_id: camera id (``camera`` is the same, as in ``FrameDetections``);
             ``frame_seq`` the frame.
         time: capture wall time of that frame, unix seconds; ``pts`` its stream time.

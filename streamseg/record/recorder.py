@@ -7,6 +7,12 @@ exponential backoff between reconnects. Packets go to a
 :class:`~streamseg.record.segments.SegmentWriter`; each connection gets its
 own writer (timestamps restart when a stream is reopened). A live source
 reconnects until the footage is complete; a file source ends at its end.
+
+With a :class:`~streamseg.record.retention.Retention`, its limits are
+enforced at the start and whenever a segment is started or finished, and a
+full disk stops writing (the segment being written is given up) until
+space is back, while the footage goes on being read
+(:mod:`streamseg.record.diskfull`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from pathlib import Path
 from streamseg.ingest.packets import DemuxSession
 from streamseg.ingest.policy import ReconnectPolicy
 from streamseg.ingest.source import open_packet_reader
+from streamseg.record.config import RetentionConfig
+from streamseg.record.diskfull import DiskGuard
+from streamseg.record.retention import MB, Retention
 from streamseg.record.segments import RecordedFile, SegmentWriter, StoredPacket
 
 __all__ = ["RecordResult", "record_camera"]
@@ -29,11 +38,14 @@ WALL_GRACE_S = 60.0
 
 @dataclasses.dataclass(frozen=True)
 class RecordResult:
-    """What ``record`` wrote: the files, packets in all, reconnects made."""
+    """What ``record`` wrote: the files, packets in all, reconnects made, times a
+    full disk stopped writing, recordings retention deleted."""
 
     files: list[RecordedFile]
     packets: int
     reconnects: int
+    disk_full_stops: int = 0
+    removed: int = 0
 
 
 def record_camera(
@@ -49,6 +61,7 @@ def record_camera(
     reconnect: ReconnectPolicy | None = None,
     connect_timeout: float = 10.0,
     read_timeout: float = 10.0,
+    retention: Retention | None = None,
 ) -> RecordResult:
     """Record ``duration_s`` seconds of ``url``'s first video stream.
 
@@ -57,6 +70,9 @@ def record_camera(
     live source also stops ``WALL_GRACE_S`` seconds of wall time after
     ``duration_s`` in case its stream stalls. The first connection must
     succeed; later drops are reconnected with ``reconnect`` (seconds).
+    ``retention``: the recordings' limits (``record.retention``) and the
+    full disk's handling; default: no limits, and a full disk stops writing
+    until 64 MiB are free.
 
     Raises:
         SourceError: the URL is not a recordable source, a file cannot be
@@ -79,13 +95,15 @@ def record_camera(
         timer.start()
     watcher = _follow(stop, done)
     files: list[RecordedFile] = []
+    disk = _Disk(retention or Retention(root=Path(out_dir), config=RetentionConfig(), flat=True))
     try:
         for session in reader.sessions(done):
             recorded = sum(f.duration for f in files)
-            files += _record_session(
-                session, camera_id, recorded, duration_s, segment_s, container, out_dir
+            written, reached = _record_session(
+                session, camera_id, recorded, duration_s, segment_s, container, out_dir, disk
             )
-            if sum(f.duration for f in files) >= duration_s - 1e-9:
+            files += written
+            if reached or sum(f.duration for f in files) >= duration_s - 1e-9:
                 done.set()
     finally:
         done.set()
@@ -97,7 +115,60 @@ def record_camera(
         files=files,
         packets=sum(f.packets for f in files),
         reconnects=reader.health.snapshot().reconnects,
+        disk_full_stops=disk.guard.stops,
+        removed=disk.removed,
     )
+
+
+class _Disk:
+    """Retention and the full disk's guard of one recording; ``writer`` is the
+    segment writer of the current connection (its open file is never deleted)."""
+
+    def __init__(self, retention: Retention) -> None:
+        r = retention.config
+        self.retention = retention
+        self.writer: SegmentWriter | None = None
+        self.removed = 0
+        self.guard = DiskGuard(
+            free_bytes=retention.free_bytes,
+            resume_bytes=int(max(r.resume_free_mb, r.min_free_mb) * MB),
+            retry_s=r.retry_s,
+            make_room=self.make_room,
+        )
+        self.make_room()  # at the start
+
+    def make_room(self) -> None:
+        open_path = self.writer.open_path if self.writer is not None else None
+        keep = [open_path] if open_path is not None else []
+        self.removed += len(self.retention.enforce(keep=keep))
+
+    def write(self, writer: SegmentWriter, sp: StoredPacket, camera_id: str) -> None:
+        """Write ``sp`` unless the disk is full; enforce retention as files change."""
+        self.writer = writer
+        if not self.guard.writable():
+            return
+        before = writer.open_path
+        try:
+            writer.write(sp)
+        except OSError as exc:
+            if not self.guard.failed(exc, camera_id):
+                raise
+            writer.abort()
+            return
+        if writer.open_path != before:
+            self.make_room()
+
+    def close(self, writer: SegmentWriter, camera_id: str) -> list[RecordedFile]:
+        """Finish ``writer``'s open file (given up if the disk is full); its files."""
+        try:
+            files = writer.close()
+        except OSError as exc:
+            if not self.guard.failed(exc, camera_id):
+                raise
+            writer.abort()
+            files = writer.files
+        self.make_room()
+        return files
 
 
 def _follow(stop: threading.Event | None, done: threading.Event) -> threading.Thread:
@@ -121,10 +192,13 @@ def _record_session(
     segment_s: float,
     container: str,
     out_dir: str | Path,
-) -> list[RecordedFile]:
-    """Write one connection's packets until the footage reaches ``duration_s`` seconds."""
+    disk: _Disk,
+) -> tuple[list[RecordedFile], bool]:
+    """Write one connection's packets until the footage reaches ``duration_s`` seconds;
+    the files, and whether it did (footage not written for a full disk counts too)."""
     writer: SegmentWriter | None = None
     start: float | None = None
+    reached = False
     try:
         for packet in session.packets():
             sp = StoredPacket.from_av(packet)
@@ -139,8 +213,9 @@ def _record_session(
             if start is None and sp.keyframe:
                 start = sp.decode_time
             if start is not None and recorded + sp.decode_time - start >= duration_s:
+                reached = True
                 break
-            writer.write(sp)
+            disk.write(writer, sp, camera_id)
     finally:
-        files = writer.close() if writer is not None else []
-    return files
+        files = disk.close(writer, camera_id) if writer is not None else []
+    return files, reached

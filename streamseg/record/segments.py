@@ -17,140 +17,24 @@ Times are stream seconds (``pts * time_base``), the clock of ``Frame.pts``.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
-import re
 import time
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+from streamseg.record.files import (
+    MUXER_OPTIONS,
+    DetachedStream,
+    Output,
+    RecordedFile,
+    StoredPacket,
+    safe_name,
+    stamp,
+)
 
 __all__ = ["ClipRecorder", "DetachedStream", "RecordedFile", "SegmentWriter", "StoredPacket"]
 
 log = logging.getLogger("streamseg.record")
-
-_MUXER_OPTIONS = {"mp4": {"movflags": "frag_keyframe+empty_moov+default_base_moof"}, "mkv": {}}
-
-
-@dataclasses.dataclass(frozen=True)
-class StoredPacket:
-    """A compressed packet detached from its demuxer (safe to keep and write twice).
-
-    Attributes:
-        data: the compressed bytes.
-        pts / dts: timestamps in ``time_base`` units (``None`` when unknown).
-        time_base: seconds per timestamp unit.
-        keyframe: a decoder can start here.
-        duration: in ``time_base`` units (0 when unknown).
-    """
-
-    data: bytes
-    pts: int | None
-    dts: int | None
-    time_base: Fraction
-    keyframe: bool
-    duration: int = 0
-
-    @classmethod
-    def from_av(cls, packet: Any) -> StoredPacket:
-        """Copy a PyAV packet (``av.Packet``)."""
-        return cls(
-            data=bytes(packet),
-            pts=packet.pts,
-            dts=packet.dts,
-            time_base=Fraction(packet.time_base),
-            keyframe=bool(packet.is_keyframe),
-            duration=int(packet.duration or 0),
-        )
-
-    @property
-    def time(self) -> float:
-        """Presentation time in seconds (decode time when pts is missing)."""
-        ts = self.pts if self.pts is not None else self.dts
-        return float((ts or 0) * self.time_base)
-
-    @property
-    def decode_time(self) -> float:
-        """Decode time in seconds (what cutting a clip's end goes by)."""
-        return float(self.decode_ts * self.time_base)
-
-    @property
-    def decode_ts(self) -> int:
-        return int(self.dts if self.dts is not None else (self.pts or 0))
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordedFile:
-    """One written file: where, first packet time and length (seconds), packets."""
-
-    path: Path
-    start: float
-    duration: float
-    packets: int
-
-
-class DetachedStream:
-    """A copy of an input video stream's codec parameters that outlives its demuxer.
-
-    A clip is written seconds after its packets were read, when the camera
-    may have reconnected and PyAV freed the input stream's codec parameters
-    (muxing from them then crashes the process). The copy lives in a stream
-    of a small in-memory container that this object owns.
-    """
-
-    def __init__(self, stream: Any) -> None:
-        import io
-
-        import av
-
-        self._holder = av.open(io.BytesIO(), "w", format="matroska")
-        self.stream = self._holder.add_stream_from_template(stream)
-
-
-class _Output:
-    """One container being written: timestamps rebased to start at zero."""
-
-    def __init__(self, path: Path, template: Any, container: str, first: StoredPacket) -> None:
-        import av
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._out = av.open(str(path), "w", options=_MUXER_OPTIONS[container])
-        self._stream = self._out.add_stream_from_template(template)
-        self._base = first.decode_ts
-        self.start = first.time
-        self.end = first.time
-        # Reorder delay (B-frames): presentation minus decode time of a keyframe.
-        self.delay = first.time - first.decode_time
-        self.packets = 0
-
-    def write(self, sp: StoredPacket) -> None:
-        import av
-
-        packet = av.Packet(sp.data)
-        packet.time_base = sp.time_base
-        packet.pts = None if sp.pts is None else sp.pts - self._base
-        packet.dts = None if sp.dts is None else sp.dts - self._base
-        packet.is_keyframe = sp.keyframe
-        packet.duration = sp.duration
-        packet.stream = self._stream
-        self._out.mux(packet)
-        self.packets += 1
-        self.end = max(self.end, sp.time + float(sp.duration * sp.time_base))
-
-    def close(self) -> RecordedFile:
-        self._out.close()
-        return RecordedFile(self.path, self.start, self.end - self.start, self.packets)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "camera"
-
-
-def _stamp(wall: float) -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(wall)) + f"{wall % 1:.3f}"[1:].replace(
-        ".", "_"
-    )
 
 
 class SegmentWriter:
@@ -176,7 +60,7 @@ class SegmentWriter:
         container: str = "mp4",
         segment_s: float = 60.0,
     ) -> None:
-        if container not in _MUXER_OPTIONS:
+        if container not in MUXER_OPTIONS:
             raise ValueError(f"container must be mp4 or mkv, not {container!r}")
         self.out_dir = Path(out_dir)
         self.camera_id = camera_id
@@ -185,7 +69,7 @@ class SegmentWriter:
         self.segment_s = segment_s
         self.files: list[RecordedFile] = []
         self.skipped = 0
-        self._current: _Output | None = None
+        self._current: Output | None = None
 
     def write(self, packet: Any) -> None:
         """Add one packet (``av.Packet`` or :class:`StoredPacket`)."""
@@ -200,12 +84,23 @@ class SegmentWriter:
             if not sp.keyframe:
                 self.skipped += 1
                 return
-            name = f"{_safe(self.camera_id)}_{_stamp(time.time())}_{len(self.files):04d}"
-            cur = self._current = _Output(
+            name = f"{safe_name(self.camera_id)}_{stamp(time.time())}_{len(self.files):04d}"
+            cur = self._current = Output(
                 self.out_dir / f"{name}.{self.container}", self.template, self.container, sp
             )
             log.info("recording %s", cur.path)
         cur.write(sp)
+
+    @property
+    def open_path(self) -> Path | None:
+        """The file being written, if any."""
+        return self._current.path if self._current is not None else None
+
+    def abort(self) -> None:
+        """Give the open file up (a write failed); the next keyframe starts a new one."""
+        if self._current is not None:
+            self._current.abort()
+            self._current = None
 
     def close(self) -> list[RecordedFile]:
         """Finish the open file; returns every file written."""
@@ -253,7 +148,7 @@ class ClipRecorder:
         self.container = container
         self.files: collections.deque[RecordedFile] = collections.deque(maxlen=remember)
         self._ring: collections.deque[StoredPacket] = collections.deque()
-        self._open: _Output | None = None
+        self._open: Output | None = None
         self._until = 0.0
         self._pending: list[tuple[float, str]] = []
 
@@ -314,15 +209,22 @@ class ClipRecorder:
                 "%s: no keyframe buffered yet; alert at %.2fs gets no clip", self.camera_id, when
             )
             return
-        name = f"{_safe(self.camera_id)}_{_stamp(time.time())}_{_safe(tag)}"
-        out = _Output(
-            self.out_dir / f"{name}.{self.container}",
+        name = f"{safe_name(self.camera_id)}_{stamp(time.time())}_{safe_name(tag)}"
+        path, n = self.out_dir / f"{name}.{self.container}", 1
+        while path.exists():  # a clip opened in the same millisecond (one ended, the next began)
+            path, n = self.out_dir / f"{name}_{n}.{self.container}", n + 1
+        out = Output(
+            path,
             self._codec.stream,
             self.container,
             packets[first],
         )
-        for p in packets[first:]:
-            out.write(p)
+        try:
+            for p in packets[first:]:
+                out.write(p)
+        except BaseException:
+            out.abort()
+            raise
         self._open = out
         self._until = min(when + self.after_s, out.start + self.max_s)
         log.info("clip %s (alert at %.2fs)", out.path, when)
@@ -355,6 +257,18 @@ class ClipRecorder:
         if self._open is not None and self._open.start <= when <= self._until:
             return self._open.path, False
         return None
+
+    @property
+    def open_path(self) -> Path | None:
+        """The clip being written, if any."""
+        return self._open.path if self._open is not None else None
+
+    def abort(self) -> None:
+        """Give up the clip being written (a write failed) and the alerts waiting."""
+        if self._open is not None:
+            self._open.abort()
+            self._open = None
+        self._pending.clear()
 
     def _finish(self) -> None:
         assert self._open is not None

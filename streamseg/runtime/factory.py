@@ -175,13 +175,18 @@ def build_swap_controller(
     ).start()
 
 
-def build_clip_hook(config: PipelineConfig) -> Any:
-    """Clips around alerts (``streamseg.record.clips``), or ``None`` when off."""
+def build_clip_hook(config: PipelineConfig, *, meter: Any = None) -> Any:
+    """Clips around alerts (``streamseg.record.clips``), or ``None`` when off; its
+    metrics (``streamseg.record.metrics``) go on ``meter`` when one is given."""
     if not config.record.clips.enabled:
         return None
     from streamseg.record.clips import ClipHook
+    from streamseg.record.metrics import observe_recording
 
-    return ClipHook(config=config.record)
+    hook = ClipHook(config=config.record)
+    if meter is not None:
+        observe_recording(meter, hook.health)
+    return hook
 
 
 def build_encoder(config: PipelineConfig, class_names: Sequence[str]) -> MessageEncoder:

@@ -12,7 +12,7 @@ logs the exit summary in the words of ``streamseg.telemetry.counters``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamseg.runtime.segmenting import describe_error
@@ -37,10 +37,16 @@ def readiness(
     *,
     model: dict[str, Any],
     stopping: bool,
+    recording: Callable[[list[str]], dict[str, Any]] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """``(ready, details)`` of ``/readyz`` (``Service.readiness``), given the model's
-    health (``streamseg.hosting.health``) and whether the service is stopping."""
+    health (``streamseg.hosting.health``), whether the service is stopping and,
+    with clips on, ``recording(camera_ids)``: recording's state (``disk_full``
+    when a full disk stopped it, ``record.retention``), also set per camera."""
     cams, sink_health = cameras_and_sinks(pipeline, cameras, sinks)
+    record_state = recording(list(cams)) if recording is not None else None
+    for cid, state in (record_state or {}).get("cameras", {}).items():
+        cams[cid]["recording"] = state
     ready = (
         model["state"] == "running"
         and all(s["connected"] for s in sink_health.values())
@@ -55,6 +61,7 @@ def readiness(
         "sinks": sink_health,
         "cameras": cams,
         "stopping": stopping,
+        "recording": record_state,
         # Two latencies: capture -> publish, and publish -> each sink's acknowledgement.
         "latency": pipeline.stats.latency_details() if pipeline is not None else None,
     }

@@ -232,7 +232,7 @@ class Service:
             swap = self.swap = build_swap_controller(
                 self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
             )
-            clips = self.clips = build_clip_hook(self.config)
+            clips = self.clips = build_clip_hook(self.config, meter=telemetry.meter)
             self._hooks = [h for h in (swap, clips) if h is not None]
             built.callback(self._close_hooks)
             with self._cameras_lock:
@@ -344,8 +344,14 @@ class Service:
         """
         p = self.pipeline
         stopping = self._stop.is_set() or (p is not None and p.stop_event.is_set())
+        clips = self.clips
         return readiness(
-            p, self.cameras, self.config.sinks, model=self.model_health(), stopping=stopping
+            p,
+            self.cameras,
+            self.config.sinks,
+            model=self.model_health(),
+            stopping=stopping,
+            recording=(lambda ids: clips.health(cameras=ids)) if clips is not None else None,
         )
 
     # -- signals -----------------------------------------------------------

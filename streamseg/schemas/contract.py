@@ -4,6 +4,8 @@
 (``ALERT_KINDS``) and of what each means. From it come the ``kind`` enum of
 ``alert.schema.json`` and the table of kinds in ``docs/events.md``;
 ``tests/docs/test_event_contract.py`` fails when either has drifted.
+Recording's own alerts (``streamseg.record.events.RECORD_EVENTS``, rule
+``record``: ``disk_full``) follow the rules' kinds in both.
 After adding a rule kind (or an event of one), write both again::
 
     python -m streamseg.schemas.contract --write
@@ -36,7 +38,8 @@ DOCS_BEGIN = (
 )
 DOCS_END = "<!-- end of the generated alert kinds -->"
 _KIND_DESCRIPTION = (
-    "what happened; one of the kinds of streamseg.track.alerts.RULE_KINDS "
+    "what happened; one of the kinds of streamseg.track.alerts.RULE_KINDS, or of "
+    "recording's own alerts, streamseg.record.events.RECORD_EVENTS "
     "(docs/events.md, 'Alert kinds')"
 )
 
@@ -47,27 +50,33 @@ def schema_path() -> Path:
 
 
 def alert_schema(current: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The alert schema with its ``kind`` enum made from ``ALERT_KINDS`` (the rest as it is)."""
+    """The alert schema with its ``kind`` enum made from ``ALERT_KINDS`` and
+    ``RECORD_EVENTS`` (the rest as it is)."""
+    from streamseg.record.events import RECORD_EVENTS
     from streamseg.track.alerts import ALERT_KINDS
 
     schema = json.loads(schema_path().read_text("utf-8")) if current is None else current
     schema = json.loads(json.dumps(schema))  # a copy
     schema["properties"]["kind"] = {
         "type": "string",
-        "enum": list(ALERT_KINDS),
+        "enum": [*ALERT_KINDS, *RECORD_EVENTS],
         "description": _KIND_DESCRIPTION,
     }
     return schema
 
 
 def kinds_table() -> str:
-    """The markdown table of alert kinds: kind, the rule ``type`` that publishes it, meaning."""
+    """The markdown table of alert kinds: kind, the rule ``type`` that publishes it
+    (``record`` for recording's own), meaning."""
+    from streamseg.record.events import RECORD_EVENTS
     from streamseg.track.alerts import RULE_KINDS
 
     rows = ["| `kind` | published by rule `type` | when |", "| --- | --- | --- |"]
     for rule in RULE_KINDS.values():
         for kind, meaning in rule.events.items():
             rows.append(f"| `{kind}` | `{rule.type}` | {meaning} |")
+    for kind, meaning in RECORD_EVENTS.items():
+        rows.append(f"| `{kind}` | none: recording itself (`rule`: `record`) | {meaning} |")
     return "\n".join(rows)
 
 

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from streamseg.record.events import RECORD_EVENTS
 from streamseg.schemas import contract
 from streamseg.track.alerts import ALERT_KINDS, RULE_KINDS, RuleKind, ZoneRule
 from tests.support.serve import REPO
@@ -22,13 +23,13 @@ DOCS = REPO / "docs" / "events.md"
 def test_the_shipped_schema_is_generated_from_the_registry() -> None:
     on_disk = json.loads(contract.schema_path().read_text("utf-8"))
     assert on_disk == contract.alert_schema(), "run python -m streamseg.schemas.contract --write"
-    assert on_disk["properties"]["kind"]["enum"] == list(ALERT_KINDS)
+    assert on_disk["properties"]["kind"]["enum"] == [*ALERT_KINDS, *RECORD_EVENTS]
 
 
 def test_the_docs_table_is_generated_from_the_registry() -> None:
     text = DOCS.read_text("utf-8")
     assert contract.with_kinds_table(text) == text, "run python -m streamseg.schemas.contract"
-    for kind in ALERT_KINDS:
+    for kind in [*ALERT_KINDS, *RECORD_EVENTS]:
         assert f"| `{kind}` |" in text
 
 
@@ -60,4 +61,5 @@ def test_hand_written_lists_of_kinds_name_every_kind(path: str) -> None:
     """Where the kinds are listed in prose, every kind is there (``crowding_end`` was not)."""
     text = (REPO / path).read_text("utf-8")
     listed = set(re.findall(r"`+(\w+)`+", text))
-    assert set(ALERT_KINDS) <= listed, sorted(set(ALERT_KINDS) - listed)
+    kinds = {*ALERT_KINDS, *RECORD_EVENTS}
+    assert kinds <= listed, sorted(kinds - listed)

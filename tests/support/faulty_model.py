@@ -109,4 +109,3 @@ def maskrcnn_small_faulty(*, faults: str = "", **options: Any) -> FaultyMaskRCNN
     faulty: FaultyMaskRCNN = model  # type: ignore[assignment]
     faulty.faults, faulty.passes = plan, 0
     return faulty
-

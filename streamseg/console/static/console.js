@@ -247,7 +247,9 @@ async function refreshHealth() {
   for (const cam of Object.values(data.cameras)) {
     const tr = document.createElement("tr");
     tr.dataset.camera = cam.id;
-    const cells = [cam.id, cam.state, null, null, `${cam.skipped} / ${cam.lost}`, String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
+    // record.retention: a full disk stops recording (serving goes on); say so next to the state
+    const state = cam.recording === "disk_full" ? `${cam.state}, RECORDING STOPPED: disk full` : cam.state;
+    const cells = [cam.id, state, null, null, `${cam.skipped} / ${cam.lost}`, String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
     cells.forEach((text, i) => {
       const td = document.createElement("td");
       if (i === 2) td.appendChild(sparkline(cam.history.map(p => p[col.fps])));
