@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from streamseg.ops import _native
-from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, _counts
+from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, _counts, emulation
 
 __all__ = [
     "DEVICE_TYPE",
@@ -256,7 +256,13 @@ def _wrap(x: Any, by_elem: dict[int, _Tensor]) -> Any:
     if not isinstance(x, torch.Tensor) or isinstance(x, _Tensor):
         return x
     same = by_elem.get(id(x))  # an in-place op returns its argument
-    return same if same is not None else _Tensor(x)
+    if same is not None:
+        return same
+    out = _Tensor(x)
+    owner = emulation()
+    if owner is not None:
+        owner.memory.hold(out, x)
+    return out
 
 
 class _PythonLevel(TorchFunctionMode):
