@@ -58,6 +58,8 @@ class TrainBenchSpec:
         device: ``cpu``, ``cuda``, ``cuda:N``.
         iters / warmup: timed and untimed iterations.
         options: further ``build_model`` options.
+        tf32: TF32 matmuls and convolutions on NVIDIA GPUs (``solver.tf32``,
+            the trainer's default).
     """
 
     arch: str = "maskrcnn_small"
@@ -73,6 +75,7 @@ class TrainBenchSpec:
     iters: int = 5
     warmup: int = 2
     options: tuple[tuple[str, Any], ...] = ()
+    tf32: bool = True
 
     def settings(self) -> dict[str, Any]:
         """The spec as plain data (the report's settings)."""
@@ -97,10 +100,11 @@ def build_bench(spec: TrainBenchSpec, device: torch.device | None = None) -> Ben
     from streamseg.train.config import SolverConfig, TrainModelConfig
     from streamseg.train.datasets import open_dataset, resolve_class_names
     from streamseg.train.modeling import build_train_model, input_spec
-    from streamseg.train.solver import build_optimizer, make_scaler
+    from streamseg.train.solver import build_optimizer, configure_tf32, make_scaler
     from streamseg.train.trainer import Trainer
 
     device = device if device is not None else torch.device(spec.device)
+    configure_tf32(spec.tf32)
     h, w = spec.size
     dataset = open_dataset(spec.data or f"synthetic://?seed=0&width={w}&height={h}&objects=6")
     class_names = resolve_class_names(None, dataset)

@@ -26,15 +26,30 @@ class DeviceMemory:
     ``memory_allocated`` and ``max_memory_allocated`` count, without the
     caching allocator's rounding). With a ``limit``, an op whose results
     would take ``in_use`` past it raises :class:`torch.OutOfMemoryError`, as
-    CUDA does when an allocation fails.
+    CUDA does when an allocation fails. In autograd's backward thread an
+    exception from a Python dispatch mode aborts the process, so there the
+    error is kept and raised by the next op of the emulation's own thread
+    (right after ``backward()`` returns).
     """
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self.in_use = 0
         self.peak = 0
+        self.pending: BaseException | None = None
+        self._owner = threading.current_thread()
         self._holders: dict[int, list[int]] = {}  # storage address -> [tensors, bytes]
         self._lock = threading.Lock()
+
+    def raise_pending(self) -> None:
+        """Raise the error of an allocation that failed in another thread, if any
+        (in the emulation's own thread only)."""
+        if self.pending is not None and threading.current_thread() is self._owner:
+            exc, self.pending = self.pending, None
+            try:
+                raise exc
+            finally:
+                del exc  # no cycle through this frame: the failed step's tensors go at once
 
     def reset_peak(self) -> None:
         """Start a new peak from what is in use now."""
@@ -50,7 +65,9 @@ class DeviceMemory:
                 held[0] += 1
             else:
                 if self.limit is not None and self.in_use + size > self.limit:
-                    raise _out_of_memory(size, self.in_use, self.limit)
+                    if threading.current_thread() is self._owner:
+                        raise _out_of_memory(size, self.in_use, self.limit)
+                    self.pending = self.pending or _out_of_memory(size, self.in_use, self.limit)
                 self._holders[key] = [1, size]
                 self.in_use += size
                 self.peak = max(self.peak, self.in_use)

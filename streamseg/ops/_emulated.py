@@ -104,6 +104,9 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        owner = emulation()
+        if owner is not None:
+            owner.memory.raise_pending()
         if func.namespace == "streamseg_triton":
             return self._decompose(func, args, kwargs)
         if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE):

@@ -30,6 +30,7 @@ with ``trainer.stopped`` set.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import time
@@ -288,6 +289,7 @@ class Trainer:
         if not is_out_of_memory(exc) or self.dist.enabled or self.split >= largest:
             return False
         self.optimizer.zero_grad(set_to_none=True)
+        gc.collect()  # the failed attempt's tensors, should a reference cycle hold them
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         self.split *= 2
