@@ -8,8 +8,8 @@ the micro-batch's copy to the device and its preprocessing there;
 ``losses``: the loss terms kept per micro-batch and the one read of them
 the trainer makes per iteration), with the source line of each sync
 (``autograd backward`` for those made in autograd's own thread), and the
-device memory: what the model and optimiser hold, and the peak of the
-iteration.
+device memory: what the weights and the optimiser's state hold between
+iterations, and the peak of the iteration.
 
 One untimed iteration runs first (caches, the optimiser's momentum
 buffers), then the counted one. Counting runs at a small input (``size``;
@@ -20,6 +20,7 @@ the RPN keeps ``proposals`` per image in training (``None``: the model's).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 from typing import Any
 
@@ -46,7 +47,6 @@ def count_train(spec: TrainBenchSpec, *, proposals: int | None = None) -> dict[s
     spec = dataclasses.replace(spec, options=tuple(options.items()), device="emugpu")
     with emulated_gpu() as (device, counts), counts.paused():
         parts = build_bench(spec, device)
-        held = counts.memory.in_use
         try:
             _iteration(parts, number=0, marks=None, counts=counts)  # warm-up, uncounted
         except RuntimeError as exc:
@@ -56,6 +56,8 @@ def count_train(spec: TrainBenchSpec, *, proposals: int | None = None) -> dict[s
                 "autograd set up its device threads at this process's first backward pass, "
                 "before the emulated GPU existed: count training in a fresh process"
             ) from None
+        gc.collect()
+        held = counts.memory.in_use  # weights and optimiser state (momentum), no gradients
         counts.clear()
         counts.memory.reset_peak()
         marks: dict[str, dict[str, int]] = {}

