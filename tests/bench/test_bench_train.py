@@ -41,6 +41,15 @@ def test_bench_train_times_each_phase(capsys: pytest.CaptureFixture[str]) -> Non
     assert all(math.isfinite(v) for v in report["losses"].values())
 
 
+def test_bench_train_knobs_reach_the_step(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--iters", "1", "--warmup", "0", "--roi-samples", "16", "--accumulation", "2",
+            "--precision", "bf16", "--channels-last", "--freeze", "2", "--batch", "1"]  # fmt: skip
+    report = _bench(capsys, *args)
+    assert (report["precision"], report["channels_last"], report["freeze"]) == ("bf16", True, 2)
+    assert report["images_per_iteration"] == 2 and report["roi_samples"] == 16
+    assert all(math.isfinite(v) for v in report["losses"].values())
+
+
 def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "train", "--batch", "0"]) == 2
     assert "--batch" in capsys.readouterr().err
