@@ -29,6 +29,9 @@
 #   bench_ops      our kernels vs the reference and torchvision's CUDA ops
 #   models         bench model: Mask2Former R50 bf16, R50-FPN batch 8 bf16
 #                  with the frames' host-to-device copy
+#   train          bench train: a training step of R50-FPN at 800x1333, batch 4,
+#                  fp32 (TF32) then bf16 autocast with channels_last: per phase
+#                  ms, images/s, max_memory_allocated (streamseg.bench.train)
 #   pipeline_dali, tensorrt   only where DALI / Torch-TensorRT are installed
 #
 # OUT_DIR/report.json is rewritten after every step (scripts/gpu_report.py):
@@ -164,6 +167,22 @@ step models 90 bash -c "set -e
     --precision bf16 --backend eager --iters 10 --warmup 2
   $PY -m streamseg bench model --arch maskrcnn_r50_fpn --size 800x1333 --batch 8 --device cuda \
     --precision bf16 --backend eager --iters 10 --warmup 2 --frames host"
+
+# A training step of R50-FPN at 800 px, batch 4: fp32, then bf16 autocast with
+# channels_last; one process, each run's peak memory its own.
+step train 90 "$PY" - <<'PYEOF'
+import json
+
+from streamseg.bench.train import TrainBenchSpec, bench_train
+
+runs = {}
+for name, precision, channels_last in (("fp32", "fp32", False), ("bf16_channels_last", "bf16", True)):
+    spec = TrainBenchSpec(arch="maskrcnn_r50_fpn", size=(800, 1333), batch=4, precision=precision,
+                          channels_last=channels_last, device="cuda", iters=5, warmup=2)
+    runs[name] = bench_train(spec)
+ratio = runs["bf16_channels_last"]["images_per_s"] / runs["fp32"]["images_per_s"]
+print(json.dumps({"runs": runs, "speedup_bf16_channels_last_vs_fp32": round(ratio, 3)}))
+PYEOF
 
 # Optional parts: run where installed, else reported as skipped with the reason.
 if has nvidia.dali; then

@@ -55,6 +55,7 @@ BENCH_COMMANDS: dict[str, tuple[str, str]] = {
     "track": ("streamseg.cli.bench_track", "tracking quality (MOTA/IDF1) and cost"),
     "pipeline": ("streamseg.cli.bench_pipeline", "end-to-end vs model-only throughput"),
     "dispatch": ("streamseg.cli.bench_dispatch", "GPU launches and host syncs per frame, counted"),
+    "train": ("streamseg.cli.bench_train", "a training iteration's phases, timed (or counted)"),
 }
 
 

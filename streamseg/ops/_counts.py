@@ -7,13 +7,89 @@ import contextlib
 import dataclasses
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["DispatchCounts", "EmulationError", "current", "record_sync"]
+__all__ = ["DeviceMemory", "DispatchCounts", "EmulationError", "current", "record_sync"]
 
 
 class EmulationError(RuntimeError):
     """The emulated GPU cannot run this (e.g. the Triton kernels are not interpreted)."""
+
+
+class DeviceMemory:
+    """The emulated device's memory: bytes of the storages its tensors hold.
+
+    ``in_use`` and ``peak`` count each storage once, from when a tensor of
+    the device first holds it until the last one is freed (what CUDA's
+    ``memory_allocated`` and ``max_memory_allocated`` count, without the
+    caching allocator's rounding). With a ``limit``, an op whose results
+    would take ``in_use`` past it raises :class:`torch.OutOfMemoryError`, as
+    CUDA does when an allocation fails. In autograd's backward thread an
+    exception from a Python dispatch mode aborts the process, so there the
+    error is kept and raised by the next op of the emulation's own thread
+    (right after ``backward()`` returns).
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.in_use = 0
+        self.peak = 0
+        self.pending: BaseException | None = None
+        self._owner = threading.current_thread()
+        self._holders: dict[int, list[int]] = {}  # storage address -> [tensors, bytes]
+        self._lock = threading.Lock()
+
+    def raise_pending(self) -> None:
+        """Raise the error of an allocation that failed in another thread, if any
+        (in the emulation's own thread only)."""
+        if self.pending is not None and threading.current_thread() is self._owner:
+            exc, self.pending = self.pending, None
+            try:
+                raise exc
+            finally:
+                del exc  # no cycle through this frame: the failed step's tensors go at once
+
+    def reset_peak(self) -> None:
+        """Start a new peak from what is in use now."""
+        self.peak = self.in_use
+
+    def hold(self, wrapper: Any, elem: Any) -> None:
+        """Account for ``wrapper`` (a device tensor) holding ``elem``'s storage."""
+        storage = elem.untyped_storage()
+        key, size = storage.data_ptr(), storage.nbytes()
+        with self._lock:
+            held = self._holders.get(key)
+            if held is not None:
+                held[0] += 1
+            else:
+                if self.limit is not None and self.in_use + size > self.limit:
+                    if threading.current_thread() is self._owner:
+                        raise _out_of_memory(size, self.in_use, self.limit)
+                    self.pending = self.pending or _out_of_memory(size, self.in_use, self.limit)
+                self._holders[key] = [1, size]
+                self.in_use += size
+                self.peak = max(self.peak, self.in_use)
+        weakref.finalize(wrapper, self._release, key)
+
+    def _release(self, key: int) -> None:
+        with self._lock:
+            held = self._holders[key]
+            held[0] -= 1
+            if held[0] == 0:
+                self.in_use -= held[1]
+                del self._holders[key]
+
+
+def _out_of_memory(size: int, in_use: int, limit: int) -> BaseException:
+    import torch
+
+    mib = 1 << 20
+    return torch.OutOfMemoryError(
+        f"emugpu out of memory. Tried to allocate {size / mib:.2f} MiB (emulated GPU 0; "
+        f"{limit / mib:.2f} MiB limit, {in_use / mib:.2f} MiB already allocated)"
+    )
 
 
 @dataclasses.dataclass
@@ -26,6 +102,7 @@ class DispatchCounts:
     # Where each sync was made: "kind at module:line" of the innermost streamseg frame.
     sync_sites: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     active: bool = True
+    memory: DeviceMemory = dataclasses.field(default_factory=DeviceMemory)
 
     def clear(self) -> None:
         self.ops.clear()
@@ -69,6 +146,10 @@ class DispatchCounts:
 
 
 _STATE = threading.local()
+# Every emulation running, in any thread: autograd runs a backward pass of a
+# non-CPU device in a thread of its own, which counts into the one emulation
+# (see :func:`emulation`).
+_RUNNING: list[DispatchCounts] = []
 _OURS = frozenset({__name__, "streamseg.ops._emulated", "streamseg.ops.dispatch"})
 
 
@@ -80,6 +161,8 @@ def _caller() -> str:
         if name.startswith("streamseg.") and name not in _OURS:
             return f"{name}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
+    if threading.current_thread() is not threading.main_thread():
+        return "autograd backward"  # autograd's device thread: no frame of ours
     return "?"
 
 
@@ -88,8 +171,17 @@ def current() -> DispatchCounts | None:
     return _counts()
 
 
-def _counts() -> DispatchCounts | None:
+def emulation() -> DispatchCounts | None:
+    """The counts of this thread's emulation, or in a thread without one (autograd's
+    backward thread) of the only emulation running; counting or paused."""
     counts: DispatchCounts | None = getattr(_STATE, "counts", None)
+    if counts is None and len(_RUNNING) == 1:
+        return _RUNNING[0]
+    return counts
+
+
+def _counts() -> DispatchCounts | None:
+    counts = emulation()
     return counts if counts is not None and counts.active else None
 
 

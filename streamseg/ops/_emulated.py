@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from streamseg.ops import _native
-from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, _counts
+from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, _counts, emulation
 
 __all__ = [
     "DEVICE_TYPE",
@@ -104,6 +104,9 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        owner = emulation()
+        if owner is not None:
+            owner.memory.raise_pending()
         if func.namespace == "streamseg_triton":
             return self._decompose(func, args, kwargs)
         if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _COMPOSITE):
@@ -256,7 +259,13 @@ def _wrap(x: Any, by_elem: dict[int, _Tensor]) -> Any:
     if not isinstance(x, torch.Tensor) or isinstance(x, _Tensor):
         return x
     same = by_elem.get(id(x))  # an in-place op returns its argument
-    return same if same is not None else _Tensor(x)
+    if same is not None:
+        return same
+    out = _Tensor(x)
+    owner = emulation()
+    if owner is not None:
+        owner.memory.hold(out, x)
+    return out
 
 
 class _PythonLevel(TorchFunctionMode):

@@ -61,7 +61,14 @@ from collections.abc import Iterator
 
 import torch
 
-from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, record_sync
+from streamseg.ops._counts import (
+    _RUNNING,
+    _STATE,
+    DeviceMemory,
+    DispatchCounts,
+    EmulationError,
+    record_sync,
+)
 from streamseg.ops._emulated import (
     _ACTIVE,
     DEVICE_TYPE,
@@ -73,6 +80,7 @@ from streamseg.ops._emulated import (
 
 __all__ = [
     "DEVICE_TYPE",
+    "DeviceMemory",
     "DispatchCounts",
     "EmulationError",
     "emulated_gpu",
@@ -95,7 +103,9 @@ def _check_interpreter() -> None:
 
 
 @contextlib.contextmanager
-def emulated_gpu(*, interpret: bool = False) -> Iterator[tuple[torch.device, DispatchCounts]]:
+def emulated_gpu(
+    *, interpret: bool = False, memory_limit: int | None = None
+) -> Iterator[tuple[torch.device, DispatchCounts]]:
     """``(device, counts)``: an emulated GPU and what runs on it, counted.
 
     With ``interpret``, every Triton kernel runs in Triton's interpreter
@@ -106,7 +116,13 @@ def emulated_gpu(*, interpret: bool = False) -> Iterator[tuple[torch.device, Dis
     Move a model and its inputs to ``device`` inside the block; everything
     torch does meanwhile (on any device) is counted in ``counts``; use
     ``counts.paused()`` around set-up and ``counts.clear()`` to start a
-    measurement. One emulation per thread at a time.
+    measurement. One emulation per thread at a time. ``counts.memory``
+    (:class:`DeviceMemory`) holds the bytes the device's tensors take and
+    their peak; with ``memory_limit`` (bytes) an op that would take more
+    raises :class:`torch.OutOfMemoryError`, as CUDA does.
+
+    A backward pass of the device's tensors runs in autograd's own thread;
+    it counts into the emulation when only one is running in the process.
 
     Raises:
         EmulationError: ``TRITON_INTERPRET=1`` is not set (the Triton
@@ -114,14 +130,16 @@ def emulated_gpu(*, interpret: bool = False) -> Iterator[tuple[torch.device, Dis
     """
     _check_interpreter()
     register()
-    counts = DispatchCounts()
+    counts = DispatchCounts(memory=DeviceMemory(memory_limit))
     if getattr(_STATE, "counts", None) is not None:
         raise EmulationError("emulated_gpu() is already active in this thread")
     _STATE.counts = counts
+    _RUNNING.append(counts)
     _ACTIVE[0] += 1
     try:
         with _interpreted_launches(counts), _PythonLevel(), _Dispatch(interpret=interpret):
             yield torch.device(DEVICE_TYPE, 0), counts
     finally:
         _ACTIVE[0] -= 1
+        _RUNNING.remove(counts)
         _STATE.counts = None

@@ -35,6 +35,7 @@ from streamseg.train.sampler import MicroBatchSampler
 from streamseg.train.solver import build_optimizer, build_scheduler, configure_tf32, make_scaler
 from streamseg.train.trainer import (
     HookBase,
+    SplitState,
     Trainer,
     run_with_signals,
 )
@@ -254,7 +255,7 @@ def _run(
     sampler, batches = build_loader(cfg, info, device, model, train_set, start_iter)
     eval_hook = _eval_hook(cfg, info, device, model, val_set, class_names)
     run = _Run(cfg, info, device, out_dir, class_names, options, model, sampler, eval_hook)
-    hooks = [_IterationTracker(run), *run.hooks(start_iter), *extra_hooks]
+    hooks = [_IterationTracker(run), SplitState(), *run.hooks(start_iter), *extra_hooks]
     for hook in hooks:
         if type(hook).__name__ in hook_states:
             hook.load_state_dict(hook_states[type(hook).__name__])

@@ -11,6 +11,15 @@ Before each micro-batch's forward pass the global RNGs are seeded from
 ``(seed, micro-batch number)``, so the model's own random choices (proposal
 sampling, dropout) are the same whichever process runs that micro-batch and
 whether or not the run was resumed (see :mod:`streamseg.train.sampler`).
+The loss terms are read back to the host once per iteration (one host sync
+on a GPU), and checked to be finite before the optimiser steps.
+
+Out of device memory, the iteration starts again with every micro-batch
+run in two parts (then four, ...): the same effective batch, kept for the
+rest of the run and in resumable checkpoints (:mod:`streamseg.train.step`,
+:class:`SplitState`). Out of memory with one image per forward pass, or in
+a run of several processes, training stops with a message naming every
+memory knob.
 
 Stopping: :meth:`Trainer.request_stop` (called by the SIGINT/SIGTERM handler
 of ``streamseg train``, or by a hook) finishes the current iteration, runs
@@ -21,6 +30,7 @@ with ``trainer.stopped`` set.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import time
@@ -34,8 +44,16 @@ from torch import Tensor, nn
 from streamseg.segment.precision import autocast
 from streamseg.train.distributed import DistInfo, all_reduce_mean
 from streamseg.train.sampler import mix_seed
+from streamseg.train.step import Part, is_out_of_memory, oom_detail, split_inputs
 
-__all__ = ["HookBase", "MicroBatch", "Trainer", "TrainingError", "is_out_of_memory"]
+__all__ = [
+    "HookBase",
+    "MicroBatch",
+    "SplitState",
+    "Trainer",
+    "TrainingError",
+    "is_out_of_memory",
+]
 
 log = logging.getLogger("streamseg.train")
 
@@ -125,6 +143,7 @@ class Trainer:
         self.hooks: list[HookBase] = []
         self.metrics: dict[str, float] = {}
         self.stopped = False
+        self.split = 1  # parts per micro-batch; doubled when memory runs out
         self._stop_requested = False
         self.register_hooks(hooks)
 
@@ -159,7 +178,7 @@ class Trainer:
             if not is_out_of_memory(exc):
                 raise
             raise TrainingError(
-                f"out of memory at iteration {self.iter}: {_oom_detail(exc)}\n{self.oom_hint}"
+                f"out of memory at iteration {self.iter}: {oom_detail(exc)}\n{self.oom_hint}"
             ) from None
 
     def _call(self, name: str) -> None:
@@ -172,19 +191,29 @@ class Trainer:
         return getattr(self.model, "module", self.model)
 
     def run_step(self) -> None:
-        """One optimiser step over ``accumulation`` micro-batches."""
+        """One optimiser step over ``accumulation`` micro-batches.
+
+        Each micro-batch runs as ``split`` parts; when memory runs out the
+        iteration starts again from zero gradients with ``split`` doubled
+        (:mod:`streamseg.train.step`), which stays for the rest of the run.
+        The losses are read back to the host once per iteration.
+        """
         t0 = time.perf_counter()
-        sums: dict[str, float] = {}
         data_time = 0.0
-        for k in range(self.accumulation):
+        micro: list[MicroBatch] = []
+        for _ in range(self.accumulation):
             t_data = time.perf_counter()
-            number, (images, sizes, targets) = next(self.batches)
+            micro.append(next(self.batches))
             data_time += time.perf_counter() - t_data
-            last = k == self.accumulation - 1
-            losses = self._forward_backward(number, images, sizes, targets, sync=last)
-            for name, value in losses.items():
-                sums[name] = sums.get(name, 0.0) + value / self.accumulation
-        grad_norm = self._optimizer_step()
+        while True:
+            try:
+                terms = self.accumulate(micro)
+                sums = self.check_losses(terms)
+                break
+            except Exception as exc:
+                if not self._split_further(exc, micro):
+                    raise
+        grad_norm = self.optimizer_step()
         lr = float(self.optimizer.param_groups[0]["lr"])
         with warnings.catch_warnings():
             # An fp16 step the gradient scaler skipped makes torch warn that the
@@ -199,28 +228,83 @@ class Trainer:
             metrics["grad_norm"] = grad_norm
         self.metrics = metrics
 
-    def _forward_backward(
-        self, number: int, images: Tensor, sizes: list[tuple[int, int]], targets: Any, sync: bool
-    ) -> dict[str, float]:
-        seed = mix_seed(self.seed, 2, number)
+    def accumulate(self, micro: Sequence[MicroBatch]) -> list[dict[str, Tensor]]:
+        """Forward and backward of every part of ``micro``: each part's loss terms
+        (detached, on the device, weighted by its share of the iteration)."""
+        terms = []
+        for position, (number, inputs) in enumerate(micro):
+            parts = split_inputs(inputs, self.split)
+            for part in parts:
+                last = position == len(micro) - 1 and part.index == len(parts) - 1
+                weight = part.weight / len(micro)
+                loss, loss_dict = self.forward(self._part_seed(number, part.index), part)
+                self.backward(loss * weight, sync=last)
+                terms.append({name: v.detach() * weight for name, v in loss_dict.items()})
+        return terms
+
+    def _part_seed(self, number: int, index: int) -> int:
+        """The seed of micro-batch ``number``'s part ``index`` (the micro-batch's own unsplit)."""
+        if self.split == 1:
+            return mix_seed(self.seed, 2, number)
+        return mix_seed(self.seed, 3, number, index)
+
+    def forward(self, seed: int, part: Part) -> tuple[Tensor, dict[str, Tensor]]:
+        """The model's losses on ``part`` and their sum, the global RNGs seeded with ``seed``."""
         torch.manual_seed(seed)  # seeds CUDA as well
+        with autocast(self.device, self.precision):
+            loss_dict = self.model(part.images, part.sizes, part.targets)
+        loss = sum(loss_dict.values())
+        assert isinstance(loss, Tensor)
+        return loss, loss_dict
+
+    def backward(self, loss: Tensor, *, sync: bool = True) -> None:
+        """Gradients of ``loss`` (scaled for fp16); DDP reduces them only when ``sync``."""
         no_sync = getattr(self.model, "no_sync", None)
         ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
         with ctx:
-            with autocast(self.device, self.precision):
-                loss_dict = self.model(images, sizes, targets)
-            loss = sum(loss_dict.values())
-            assert isinstance(loss, Tensor)
-            if not math.isfinite(float(loss.detach())):
-                raise TrainingError(
-                    f"the loss is {float(loss)} at iteration {self.iter} "
-                    f"({ {k: float(v) for k, v in loss_dict.items()} }): lower solver.lr, "
-                    "raise solver.warmup_iters, set solver.clip_grad_norm, or train in fp32"
-                )
-            self.scaler.scale(loss / self.accumulation).backward()
-        return {_loss_name(k): float(v.detach()) for k, v in loss_dict.items()}
+            self.scaler.scale(loss).backward()
 
-    def _optimizer_step(self) -> float | None:
+    def check_losses(self, terms: Sequence[dict[str, Tensor]]) -> dict[str, float]:
+        """The iteration's loss terms summed over its parts, read back in one copy.
+
+        Raises:
+            TrainingError: a part's loss is not finite (before the optimiser steps).
+        """
+        names = list(terms[0]) if terms else []
+        stacked = torch.stack([torch.stack([t[n].float() for n in names]) for t in terms])
+        rows = stacked.cpu().tolist()  # the iteration's one read of the losses
+        for row in rows:
+            if not all(math.isfinite(v) for v in row):
+                found = {_loss_name(n): v for n, v in zip(names, row, strict=True)}
+                raise TrainingError(
+                    f"the loss is {sum(row)} at iteration {self.iter} ({found}): lower "
+                    "solver.lr, raise solver.warmup_iters, set solver.clip_grad_norm, or train "
+                    "in fp32"
+                )
+        return {_loss_name(n): sum(row[i] for row in rows) for i, n in enumerate(names)}
+
+    def _split_further(self, exc: BaseException, micro: Sequence[MicroBatch]) -> bool:
+        """After ``exc``: whether to run the iteration again with ``split`` doubled."""
+        largest = max(int(inputs[0].shape[0]) for _, inputs in micro)
+        if not is_out_of_memory(exc) or self.dist.enabled or self.split >= largest:
+            return False
+        self.optimizer.zero_grad(set_to_none=True)
+        gc.collect()  # the failed attempt's tensors, should a reference cycle hold them
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self.split *= 2
+        images = -(-largest // self.split)
+        log.warning(
+            "out of memory at iteration %d (%s): from now on %d images per forward pass "
+            "(micro-batches split in %d, the effective batch unchanged)",
+            self.iter, oom_detail(exc), images, self.split,
+        )  # fmt: skip
+        return True
+
+    def optimizer_step(self) -> float | None:
+        """Clip (when set), step, update the scaler, zero the gradients.
+
+        Returns the gradient norm before clipping (``None`` without clipping)."""
         norm = None
         if self.clip_grad_norm is not None:
             self.scaler.unscale_(self.optimizer)
@@ -232,25 +316,22 @@ class Trainer:
         return norm
 
 
-# How the CPU allocator words a failed allocation (torch raises a plain
-# RuntimeError there; CUDA's caching allocator raises torch.OutOfMemoryError).
-_CPU_OOM = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+class SplitState(HookBase):
+    """Saves the trainer's ``split`` (parts per micro-batch, after running out of
+    memory) in resumable checkpoints, and sets it again on resume."""
 
+    def __init__(self) -> None:
+        self._loaded: int | None = None
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is a failed memory allocation, on a GPU or on the host."""
-    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _CPU_OOM)
+    def before_train(self) -> None:
+        if self._loaded is not None:
+            self.trainer.split = self._loaded
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"split": self.trainer.split}
 
-def _oom_detail(exc: BaseException) -> str:
-    """The line of ``exc``'s message that says what could not be allocated."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        if any(m in line for m in _CPU_OOM):
-            return line  # also inside a data-loader worker's re-raised traceback
-    return lines[0] if lines else type(exc).__name__
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._loaded = int(state.get("split", 1))
 
 
 def _loss_name(key: str) -> str:

@@ -126,7 +126,8 @@ def train_batch(
 
     ``images`` is :func:`~streamseg.segment.preprocess.preprocess`'s batch
     (each image resized to its ``input_size``), ``targets`` one dict of
-    ``boxes``, ``labels`` and ``uint8 masks`` per image, on ``device``.
+    ``boxes``, ``labels`` and ``uint8 masks`` per image, on ``device``
+    (copied in one transfer: one host sync on a GPU, not three per image).
     """
     inputs = preprocess(
         [s.image for s in samples],
@@ -134,12 +135,30 @@ def train_batch(
         device=device,
         sizes=[s.input_size for s in samples],
     )
-    targets = [
-        {
-            "boxes": s.boxes.to(device),
-            "labels": s.labels.to(device),
-            "masks": s.masks.to(device, torch.uint8),
-        }
-        for s in samples
-    ]
+    targets = _targets_to(samples, torch.device(device))
     return inputs.images, inputs.image_sizes, targets
+
+
+def _targets_to(samples: Sequence[TrainSample], device: torch.device) -> list[dict[str, Tensor]]:
+    """The samples' boxes, labels and masks on ``device``, packed into one byte buffer
+    on the host and copied once; each target is a view of it there."""
+    pieces = [
+        (s.boxes.to(torch.float32).contiguous(), s.labels.to(torch.int64).contiguous(),
+         s.masks.to(torch.uint8).contiguous())
+        for s in samples
+    ]  # fmt: skip
+    if device.type == "cpu":
+        return [{"boxes": b, "labels": lab, "masks": m} for b, lab, m in pieces]
+    # Boxes (4-byte) and labels (8-byte) first, all masks last: each view stays aligned.
+    order = [b for b, _, _ in pieces] + [lab for _, lab, _ in pieces] + [m for _, _, m in pieces]
+    flat = [t.reshape(-1).view(torch.uint8) for t in order]
+    packed = torch.cat(flat).to(device)
+    views, offset = [], 0
+    for t, raw in zip(order, flat, strict=True):
+        chunk = packed[offset : offset + raw.numel()]
+        views.append(chunk.view(t.dtype).reshape(t.shape))
+        offset += raw.numel()
+    n = len(pieces)
+    return [
+        {"boxes": views[i], "labels": views[n + i], "masks": views[2 * n + i]} for i in range(n)
+    ]

@@ -47,6 +47,7 @@ def test_gpu_check_names_every_gpu_question() -> None:
         "timeout -k 10",
         "GPU_CHECK_BUDGET:-450",
         "gpu_report.py finish",
+        "from streamseg.bench.train import TrainBenchSpec, bench_train",
     ):
         assert needed in script, needed
     for path in ("tests/segment/test_preprocess.py", "tests/train/test_train_precision.py"):

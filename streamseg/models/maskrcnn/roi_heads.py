@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from streamseg import ops
 from streamseg.models.maskrcnn.nms import clip_per_image, first_per_group
 from streamseg.models.maskrcnn.rpn import Proposals
-from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, match, sample_labels
+from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, UNUSED, match, sample_labels
 
 __all__ = ["BatchDetections", "RoIHeads", "RoISettings"]
 
@@ -225,7 +225,8 @@ class RoIHeads(nn.Module):
     def _assign(
         self, proposals: Tensor, target: dict[str, Tensor]
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Sampled proposals, their labels and matched ground-truth indices."""
+        """Sampled proposals, their labels (-1: a filler row to leave out) and matched
+        ground-truth indices; positives first. No host sync."""
         s = self.settings
         gt = target["boxes"].to(proposals.dtype)
         proposals = torch.cat([proposals, gt])
@@ -236,11 +237,10 @@ class RoIHeads(nn.Module):
             m = match(ops.box_iou(gt, proposals), s.fg_iou, s.bg_iou, allow_low_quality=False)
             matched = m.clamp(min=0)
             labels = target["labels"][matched].to(torch.int64)
-            labels[m == BACKGROUND] = 0
-            labels[m == IGNORE] = -1
-        pos, neg = sample_labels(labels, s.batch_size_per_image, s.positive_fraction)
-        idx = torch.cat([pos, neg])
-        return proposals[idx], labels[idx], matched[idx]
+            labels = torch.where(m == BACKGROUND, 0, torch.where(m == IGNORE, -1, labels))
+        index, kind = sample_labels(labels, s.batch_size_per_image, s.positive_fraction)
+        labels = torch.where(kind == UNUSED, -1, labels[index])
+        return proposals[index], labels, matched[index]
 
     def _losses(
         self,
@@ -259,12 +259,16 @@ class RoIHeads(nn.Module):
             reg_targets.append(ops.encode_boxes(ref, p, BOX_WEIGHTS))
         x = self.box_head(self._pool(feats, props, image_sizes, self.settings.box_pool))
         logits, deltas = self.box_predictor(x)
-        loss_cls = F.cross_entropy(logits, labels)
-        pos = torch.where(labels > 0)[0]
-        deltas = deltas.reshape(deltas.shape[0], -1, 4)
-        loss_box = F.smooth_l1_loss(
-            deltas[pos, labels[pos]], torch.cat(reg_targets)[pos], beta=1 / 9, reduction="sum"
-        ) / max(labels.numel(), 1)
+        # Means over the sampled rows: filler rows (label -1) weigh nothing.
+        loss_cls = F.cross_entropy(logits, labels, ignore_index=-1)
+        count = (labels >= 0).sum().clamp(min=1)
+        rows = torch.arange(labels.shape[0], device=labels.device)
+        picked = deltas.reshape(deltas.shape[0], -1, 4)[rows, labels.clamp(min=0)]
+        positive = (labels > 0)[:, None]
+        # Only positive rows have a box to regress to (the others' may be infinite).
+        target = torch.where(positive, torch.cat(reg_targets), 0.0)
+        box = F.smooth_l1_loss(picked, target, beta=1 / 9, reduction="none")
+        loss_box = (box * positive).sum() / count
         return {
             "loss_classifier": loss_cls,
             "loss_box_reg": loss_box,
@@ -278,15 +282,17 @@ class RoIHeads(nn.Module):
         image_sizes: Sequence[tuple[int, int]],
         targets: Sequence[dict[str, Tensor]],
     ) -> Tensor:
+        """The mask loss of the positive rows (each image's first: one host sync for
+        the batch, to know how many)."""
         boxes, labels, mask_targets = [], [], []
         size = self.settings.mask_pool * 2
-        for (p, lab, m), t in zip(sampled, targets, strict=True):
-            pos = torch.where(lab > 0)[0]
-            boxes.append(p[pos])
-            labels.append(lab[pos])
-            if pos.numel():
+        positives = torch.stack([(s[1] > 0).sum() for s in sampled]).tolist()
+        for (p, lab, m), t, k in zip(sampled, targets, positives, strict=True):
+            boxes.append(p[:k])
+            labels.append(lab[:k])
+            if k:
                 gt_masks = t["masks"][:, None].to(p.dtype)
-                rois = torch.cat([m[pos, None].to(p.dtype), p[pos]], dim=1)
+                rois = torch.cat([m[:k, None].to(p.dtype), p[:k]], dim=1)
                 crops = ops.roi_align(gt_masks, rois, (size, size), 1.0, -1, self.settings.aligned)
                 mask_targets.append(crops[:, 0])
         logits = self._mask_logits(feats, boxes, image_sizes)

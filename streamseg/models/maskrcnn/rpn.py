@@ -23,7 +23,13 @@ from torch import Tensor, nn
 from streamseg import ops
 from streamseg.models.maskrcnn.fpn import conv_norm_act
 from streamseg.models.maskrcnn.nms import clip_per_image, first_per_group
-from streamseg.models.maskrcnn.sampling import BACKGROUND, IGNORE, match, sample_labels
+from streamseg.models.maskrcnn.sampling import (
+    IGNORE,
+    POSITIVE,
+    UNUSED,
+    match,
+    sample_labels,
+)
 from streamseg.ops.transfer import to_device
 
 __all__ = ["RPN", "AnchorGenerator", "Proposals", "RPNHead", "RPNSettings"]
@@ -41,8 +47,9 @@ class Proposals(NamedTuple):
     filled: Tensor
 
     def per_image(self) -> list[Tensor]:
-        """Each image's proposals ``(Ki, 4)`` (a host sync per image: for training)."""
-        return [b[f] for b, f in zip(self.boxes, self.filled, strict=True)]
+        """Each image's proposals ``(Ki, 4)`` (one host sync for the batch: for training)."""
+        counts = self.filled.sum(dim=1).tolist()
+        return [b[:k] for b, k in zip(self.boxes, counts, strict=True)]
 
 
 RPN_BOX_WEIGHTS = (1.0, 1.0, 1.0, 1.0)
@@ -268,8 +275,10 @@ class RPN(nn.Module):
     def _losses(
         self, anchors: Tensor, obj: Tensor, reg: Tensor, targets: Sequence[dict[str, Tensor]]
     ) -> dict[str, Tensor]:
+        """Objectness (mean over the sampled anchors) and box regression (summed over
+        the positive ones, divided by the number sampled); no host sync."""
         s = self.settings
-        labels, regression, pos_all, neg_all = [], [], [], []
+        rows, kinds, labels, regression = [], [], [], []
         total = anchors.shape[0]
         for i, t in enumerate(targets):
             gt = t["boxes"].to(anchors.dtype)
@@ -279,22 +288,25 @@ class RPN(nn.Module):
             else:
                 m = match(ops.box_iou(gt, anchors), s.fg_iou, s.bg_iou, allow_low_quality=True)
                 matched = gt[m.clamp(min=0)]
-                lab = (m >= 0).to(anchors.dtype)
-                lab[m == BACKGROUND] = 0.0
-                lab[m == IGNORE] = -1.0
-            pos, neg = sample_labels(lab, s.batch_size_per_image, s.positive_fraction)
-            pos_all.append(pos + i * total)
-            neg_all.append(neg + i * total)
-            labels.append(lab)
-            regression.append(ops.encode_boxes(matched, anchors, RPN_BOX_WEIGHTS))
-        pos = torch.cat(pos_all)
-        sampled = torch.cat([pos, torch.cat(neg_all)])
-        lab_all = torch.cat(labels)
-        reg_targets = torch.cat(regression)
-        box_loss = F.smooth_l1_loss(
-            reg.reshape(-1, 4)[pos], reg_targets[pos], beta=1 / 9, reduction="sum"
-        ) / max(sampled.numel(), 1)
-        obj_loss = F.binary_cross_entropy_with_logits(obj.reshape(-1)[sampled], lab_all[sampled])
+                lab = torch.where(m == IGNORE, -1.0, (m >= 0).to(anchors.dtype))
+            index, kind = sample_labels(lab, s.batch_size_per_image, s.positive_fraction)
+            rows.append(index + i * total)
+            kinds.append(kind)
+            labels.append(lab[index])
+            regression.append(ops.encode_boxes(matched[index], anchors[index], RPN_BOX_WEIGHTS))
+        row, kind = torch.cat(rows), torch.cat(kinds)
+        sampled = (kind != UNUSED).to(obj.dtype)
+        count = sampled.sum().clamp(min=1)
+        positive = (kind == POSITIVE)[:, None]
+        # Only positive rows have a box to regress to (the others' may be infinite).
+        target = torch.where(positive, torch.cat(regression), 0.0)
+        box = F.smooth_l1_loss(reg.reshape(-1, 4)[row], target, beta=1 / 9, reduction="none")
+        box_loss = (box * positive).sum() / count
+        # Unused rows (label -1 when ignored) weigh nothing.
+        bce = F.binary_cross_entropy_with_logits(
+            obj.reshape(-1)[row], torch.cat(labels).clamp(min=0), reduction="none"
+        )
+        obj_loss = (bce * sampled).sum() / count
         return {"loss_objectness": obj_loss, "loss_rpn_box_reg": box_loss}
 
 

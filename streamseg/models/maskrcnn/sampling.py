@@ -11,7 +11,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["BACKGROUND", "IGNORE", "match", "sample_labels"]
+__all__ = [
+    "BACKGROUND",
+    "IGNORE",
+    "NEGATIVE",
+    "POSITIVE",
+    "UNUSED",
+    "match",
+    "sample_labels",
+]
 
 BACKGROUND = -1
 IGNORE = -2
@@ -28,38 +36,47 @@ def match(iou: Tensor, high: float, low: float, *, allow_low_quality: bool) -> T
 
     Returns:
         ``(P,)`` int64: ground-truth index, :data:`BACKGROUND` (IoU < low) or
-        :data:`IGNORE` (low <= IoU < high).
+        :data:`IGNORE` (low <= IoU < high). No host sync (no boolean indexing).
     """
-    vals, matches = iou.max(dim=0)
-    best = matches.clone()
-    matches[vals < low] = BACKGROUND
-    matches[(vals >= low) & (vals < high)] = IGNORE
+    vals, best = iou.max(dim=0)
+    matches = torch.where(vals < low, BACKGROUND, torch.where(vals < high, IGNORE, best))
     if allow_low_quality:
         top = iou.max(dim=1).values
-        preds = torch.where(iou == top[:, None])[1]
-        matches[preds] = best[preds]
+        matches = torch.where((iou == top[:, None]).any(dim=0), best, matches)
     return matches
 
 
+POSITIVE, NEGATIVE, UNUSED = 1, 0, -1
+
+
 def sample_labels(
-    labels: Tensor,
-    batch_size: int,
-    positive_fraction: float,
-    generator: torch.Generator | None = None,
+    labels: Tensor, batch_size: int, positive_fraction: float
 ) -> tuple[Tensor, Tensor]:
-    """Pick at most ``batch_size`` examples, up to ``positive_fraction`` positive.
+    """Pick at most ``batch_size`` examples, up to ``positive_fraction`` positive, at random.
+
+    As many positives as there are up to ``int(batch_size * positive_fraction)``,
+    then negatives up to ``batch_size`` in all (torchvision's rule), drawn from
+    the global RNG, in shapes that do not depend on the data: no host sync.
 
     Args:
         labels: ``(P,)`` ``>= 1`` positive, ``0`` negative, ``< 0`` ignored.
 
     Returns:
-        ``(pos, neg)`` int64 indices into ``labels``, chosen at random.
+        ``(index, kind)``, both ``(min(batch_size, P),)``: indices into
+        ``labels`` and whether each is :data:`POSITIVE`, :data:`NEGATIVE` or
+        :data:`UNUSED` (a filler row to leave out). The chosen positives
+        come first, then the negatives, then the unused rows.
     """
-    positive = torch.where(labels >= 1)[0]
-    negative = torch.where(labels == 0)[0]
-    num_pos = min(positive.numel(), int(batch_size * positive_fraction))
-    num_neg = min(negative.numel(), batch_size - num_pos)
-    dev = labels.device
-    pos = positive[torch.randperm(positive.numel(), generator=generator, device=dev)[:num_pos]]
-    neg = negative[torch.randperm(negative.numel(), generator=generator, device=dev)[:num_neg]]
-    return pos, neg
+    count = labels.shape[0]
+    rank = torch.rand(count, device=labels.device)
+    positive = labels >= 1
+    cap = min(int(batch_size * positive_fraction), count)
+    # The `cap` positives of lowest rank (rows that are not positive rank last).
+    first = torch.where(positive, rank, 2.0).topk(cap, largest=False).indices
+    chosen = torch.zeros_like(positive).index_put((first,), positive[first])
+    order = torch.where(chosen, 3.0 + rank, torch.where(labels == 0, 1.0 + rank, -1.0))
+    top = order.topk(min(batch_size, count))
+    kind = torch.where(
+        top.values >= 3.0, POSITIVE, torch.where(top.values >= 1.0, NEGATIVE, UNUSED)
+    )
+    return top.indices, kind
