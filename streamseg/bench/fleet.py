@@ -178,11 +178,14 @@ def run_fleet(
         )
         port = urllib.parse.urlsplit(rcfg.url).port or 6379
         tree = yaml.safe_load(pipeline.read_text())
+        # What one worker takes when another is gone: the fleet survives a loss.
+        capacity = -(-len(config.cameras) // (workers - 1))
         try:
             for i in range(workers):
                 w = _make_worker(
-                    f"w{i}", tree, folder, pipeline.parent, port, prefix, lease_s, rcfg.url
-                )
+                    f"w{i}", tree, folder, pipeline.parent, port, prefix, lease_s, rcfg.url,
+                    capacity,
+                )  # fmt: skip
                 fleet.workers[w.name] = w
                 w.start()
             events = _phases(fleet, settle=settle, start_timeout=start_timeout)
@@ -193,6 +196,7 @@ def run_fleet(
                 w.wait(60)
                 w.proxy.close()
         result = _report(fleet, events, lease_s=lease_s)
+        result["capacity"] = capacity
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     result["wall_s"] = round(time.monotonic() - t_run, 1)
     result["cpu_s"] = {
@@ -217,15 +221,14 @@ def _workspace(pipeline: Path) -> Iterator[Path]:
 
 def _make_worker(
     name: str, tree: dict[str, Any], folder: Path, base: Path, port: int, prefix: str,
-    lease_s: float, redis_url: str,
+    lease_s: float, redis_url: str, capacity: int,
 ) -> _Worker:  # fmt: skip
     host = urllib.parse.urlsplit(redis_url).hostname or "127.0.0.1"
     proxy = TcpProxy(port, host=host).start()
     cfg = dict(tree)
     url = urllib.parse.urlsplit(redis_url)._replace(netloc=_netloc(redis_url, proxy.port))
     cfg["redis"] = {**tree.get("redis", {}), "url": url.geturl(), "stream_prefix": prefix}
-    n = len(tree.get("cameras", []))
-    cfg["fleet"] = {"name": name, "capacity": max(1, n), "lease_s": lease_s}
+    cfg["fleet"] = {"name": name, "capacity": capacity, "lease_s": lease_s}
     cfg["http"] = {"enabled": False}
     cfg["telemetry"] = {"metrics": "none", "traces": "none"}
     path = base / f".{folder.name}-{name}.yaml"  # beside pipeline.yaml: its relative paths hold
@@ -300,12 +303,14 @@ def _report(
         moved = [c for c, r in cams.items() if r["moved"]]
         stayed = [c for c in cams if c not in moved]
         gaps = [cams[c]["gap_s"] for c in moved if cams[c]["gap_s"] is not None]
+        silences = [cams[c]["silence_s"] for c in moved if cams[c]["silence_s"] is not None]
         goal = GOALS[phase]
         summary = {
             "worker": worker,
             "moved": len(moved),
             "max_gap_s": max(gaps) if gaps else None,
             "goal_gap_s": goal,
+            "max_silence_s": max(silences) if silences else None,
             "stayed_lost": sum(cams[c]["lost"] for c in stayed),
             "duplicated": sum(r["duplicated"] for r in cams.values()),
         }

@@ -6,6 +6,11 @@ others. A camera goes to the worker with the highest ``score(camera,
 worker)`` that still has room; cameras are placed in a fixed order (by
 their best score), so that a worker joining or leaving moves only the
 cameras it must: those it takes, or those it held.
+
+With few cameras the hash is lumpy (six cameras on three workers may land
+4/1/1): ``capacity`` is what evens the load out, and it is also what a
+worker can serve, so set it to the cameras one worker takes when another
+is gone (``streamseg bench fleet`` sets ``ceil(cameras / (workers - 1))``).
 """
 
 from __future__ import annotations
