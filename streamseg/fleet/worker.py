@@ -85,6 +85,7 @@ class FleetWorker:
         self._closed = threading.Event()
         self._actions: dict[str, threading.Thread] = {}
         self._threads: list[threading.Thread] = []
+        self._remote: tuple[float, dict[str, dict[str, Any]]] = (-1e9, {})
         self.store = FleetStore(
             self._client(min(1.0, config.lease_s / 5)), prefix=redis.stream_prefix
         )
@@ -123,6 +124,31 @@ class FleetWorker:
         stops it."""
         self.store.remove_camera(camera_id)
         self.wake()
+
+    def remote_cameras(self) -> dict[str, dict[str, Any]]:
+        """The fleet's cameras served by other workers (or by none), for the console:
+        ``{id: {id, url (redacted), owner, state, epoch, since}}``; ``{}`` while Redis is
+        away. Read at most once a second."""
+        import redis
+
+        from streamseg.redact import redact_url
+
+        now = time.monotonic()
+        if now - self._remote[0] < 1.0:
+            return self._remote[1]
+        try:
+            cameras = self.store.cameras()
+            rows = self.store.snapshot()["cameras"]
+        except redis.RedisError:
+            return {}
+        held = self.held()
+        out = {
+            cid: {"id": cid, "url": redact_url(cam.url), **rows.get(cid, {})}
+            for cid, cam in cameras.items()
+            if cid not in held
+        }
+        self._remote = (now, out)
+        return out
 
     def held(self) -> dict[str, int]:
         """``{camera: epoch}`` of the cameras this worker holds now."""

@@ -46,4 +46,3 @@ def test_capacity_binds_then_cameras_wait_unplaced() -> None:
     assert sum(1 for v in out.values() if v == "b") == 4
     assert sum(1 for v in out.values() if v is None) == 3
     assert place(["x"], {}) == {"x": None}
-
