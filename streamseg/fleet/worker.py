@@ -103,15 +103,15 @@ class FleetWorker:
 
     def admits(self, message: Message) -> bool:
         """Whether ``message`` may still be published: its camera is held, the lease is
-        safely within its time, and the message was made during this tenure."""
+        safely within its time, and the message was made during this tenure (when its
+        time is known)."""
         if message.kind not in FENCED_KINDS:
             return True
         t = self._held.get(message.camera)
-        return (
-            t is not None
-            and time.monotonic() < t.valid_until
-            and message.published_time >= t.lease.since
-        )
+        if t is None or time.monotonic() >= t.valid_until:
+            return False
+        made = message.published_time  # 0: not known (alert snapshots)
+        return made <= 0 or made >= t.lease.since
 
     def add_camera(self, camera: CameraConfig) -> None:
         """Add ``camera`` to the fleet's list (``ValueError``: the id is taken); the worker

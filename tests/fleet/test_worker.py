@@ -105,10 +105,15 @@ def test_a_leaving_worker_hands_over_at_once(fleet) -> None:  # type: ignore[no-
     wait(lambda: len(host_a.serving) + len(host_b.serving) == 6 and host_a.serving, 10, "all")
     moved = set(host_a.serving)
     epochs = a.held()
+    made_by_a = [message(c) for c in moved]  # still in a's sinks when it leaves
     a.close()
+    assert not any(a.admits(m) for m in made_by_a)
     took = wait(lambda: set(host_b.serving) == {c.id for c in CAMERAS}, 5, "b takes all")
     assert took < 1.0  # released and announced: no lease to wait out
     assert all(b.held()[c] == epochs[c] + 1 for c in moved)
+    # b publishes its own messages of those cameras, never a's older ones.
+    assert not any(b.admits(m) for m in made_by_a)
+    assert all(b.admits(message(c)) for c in moved)
 
 
 def test_a_killed_worker_s_cameras_move_once_its_lease_expires(fleet) -> None:  # type: ignore[no-untyped-def]
