@@ -69,8 +69,10 @@ class _Worker:
     proxy: TcpProxy
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    expected: bool = False  # it should be running (started, not killed or stopped since)
 
     def start(self) -> None:
+        self.expected = True
         cmd = [sys.executable, "-m", "streamseg", "serve", str(self.path), "--no-status"]
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
@@ -78,12 +80,14 @@ class _Worker:
             )
 
     def kill(self) -> None:
+        self.expected = False
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
     def term(self) -> None:
+        self.expected = False
         if self.proc is not None:
             self.proc.send_signal(signal.SIGTERM)
 
@@ -150,9 +154,9 @@ def _wait(predicate: Callable[[], bool], timeout: float, what: str, fleet: _Flee
         if time.monotonic() > deadline:
             raise RuntimeError(f"bench fleet: not within {timeout:.0f}s: {what}")
         for w in fleet.workers.values():
-            if w.proc is not None and w.proc.poll() not in (None, 0, -9, -15):
+            if w.expected and not w.alive():
                 tail = w.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"bench fleet: worker {w.name} failed:\n{tail}")
+                raise RuntimeError(f"bench fleet: worker {w.name} ended:\n{tail}")
         time.sleep(0.05)
 
 
