@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,9 @@ from streamseg.ingest.config import CameraConfig
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["FleetStore", "Lease", "WorkerInfo"]
+__all__ = ["FleetStore", "Lease", "WorkerInfo", "keyspace_events", "relevant"]
+
+log = logging.getLogger("streamseg.fleet")
 
 _ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
@@ -171,12 +174,16 @@ class FleetStore:
         epoch = self._acquire(keys=keys, args=[worker, int(ttl_s * 1000), repr(since)])
         return None if epoch is None else Lease(camera, worker, int(epoch), since)
 
-    def renew(self, lease: Lease, ttl_s: float) -> bool:
-        """Extend ``lease`` by ``ttl_s``; ``False`` when it is no longer ours."""
-        ok = self._renew(
-            keys=[self._lease_key(lease.camera)], args=[lease.value, int(ttl_s * 1000)]
-        )
-        return bool(ok)
+    def renew(self, leases: list[Lease], ttl_s: float) -> list[bool]:
+        """Extend each of ``leases`` by ``ttl_s``, in one round trip; ``False`` for a lease
+        that is no longer ours."""
+        if not leases:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for lease in leases:
+            args: list[str | int] = [lease.value, int(ttl_s * 1000)]
+            self._renew(keys=[self._lease_key(lease.camera)], args=args, client=pipe)
+        return [bool(ok) for ok in pipe.execute()]
 
     def release(self, lease: Lease) -> None:
         self._release(keys=[self._lease_key(lease.camera)], args=[lease.value])
@@ -224,3 +231,29 @@ def _camera_row(cid: str, lease: Lease | None, workers: Mapping[str, WorkerInfo]
     holder = workers.get(lease.worker)
     state = holder.cameras.get(cid, "starting") if holder is not None else "owner gone"
     return {"owner": lease.worker, "state": state, "epoch": lease.epoch, "since": lease.since}
+
+
+def keyspace_events(client: Any) -> bool:
+    """Ask Redis to announce expired keys (``notify-keyspace-events Ex``), keeping the
+    flags already set; ``False`` where the server refuses (managed Redis): then
+    the worker notices an expiry at its next tick."""
+    import redis
+
+    try:
+        flags = str(client.config_get("notify-keyspace-events").get("notify-keyspace-events", ""))
+        if not ("E" in flags and ("x" in flags or "A" in flags)):
+            client.config_set("notify-keyspace-events", "".join(sorted(set(flags) | {"E", "x"})))
+    except redis.ResponseError:
+        log.info("fleet: Redis does not announce expired keys; noticing them every tick")
+        return False
+    return True
+
+
+def relevant(msg: dict[str, Any], prefix: str) -> bool:
+    """Whether a pub/sub message concerns the fleet under ``prefix`` (an expired key of
+    another application does not)."""
+    if msg.get("type") == "pmessage":
+        data = msg.get("data")
+        key = data.decode() if isinstance(data, bytes) else str(data)
+        return key.startswith(prefix)
+    return True

@@ -33,7 +33,7 @@ from typing import Any
 from streamseg.fleet.config import FleetConfig
 from streamseg.fleet.host import CameraHost
 from streamseg.fleet.placement import place
-from streamseg.fleet.store import FleetStore, Lease, WorkerInfo
+from streamseg.fleet.store import FleetStore, Lease, WorkerInfo, keyspace_events, relevant
 from streamseg.ingest.config import CameraConfig
 from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.sink import Message
@@ -209,14 +209,14 @@ class FleetWorker:
         while not self._closed.is_set():
             try:
                 client = self._client(max(2.0, self.config.lease_s))
-                expired = expired or _keyspace_events(client)
+                expired = expired or keyspace_events(client)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(self.store.channel)
                 if expired:
                     pubsub.psubscribe("__keyevent@*__:expired")
                 while not self._closed.is_set():
                     msg = pubsub.get_message(timeout=0.5)
-                    if msg is not None and _relevant(msg, self.store.prefix):
+                    if msg is not None and relevant(msg, self.store.prefix):
                         self._wake.set()
             except redis.RedisError:
                 self._closed.wait(self.config.tick_s)
@@ -227,7 +227,8 @@ class FleetWorker:
         import redis
 
         reached = self._beat()
-        self._renew()
+        if reached:  # else Redis is away: renewals would only wait out their timeouts
+            self._renew()
         self._expire()
         if not reached or self._closed.is_set():
             return
@@ -261,12 +262,12 @@ class FleetWorker:
 
         with self._lock:
             tenures = list(self._held.values())
-        for t in tenures:
-            sent = time.monotonic()
-            try:
-                ok = self.store.renew(t.lease, self.config.lease_s)
-            except redis.RedisError:
-                continue  # _expire() gives it up in time
+        sent = time.monotonic()
+        try:
+            renewed = self.store.renew([t.lease for t in tenures], self.config.lease_s)
+        except redis.RedisError:
+            return  # _expire() gives them up in time
+        for t, ok in zip(tenures, renewed, strict=True):
             if ok:
                 t.valid_until = sent + self.config.lease_s - self.config.guard
             else:
@@ -372,27 +373,3 @@ class FleetWorker:
             log.debug("fleet: %s failed: %s", what, type(exc).__name__)
             return False
         return True
-
-
-def _keyspace_events(client: Any) -> bool:
-    """Ask Redis to announce expired keys (``notify-keyspace-events Ex``), keeping the
-    flags already set; ``False`` where the server refuses (managed Redis): then
-    the worker notices an expiry at its next tick."""
-    import redis
-
-    try:
-        flags = str(client.config_get("notify-keyspace-events").get("notify-keyspace-events", ""))
-        if not ("x" in flags and ("E" in flags or "A" in flags)):
-            client.config_set("notify-keyspace-events", "".join(sorted(set(flags) | {"E", "x"})))
-    except redis.ResponseError:
-        log.info("fleet: Redis does not announce expired keys; noticing them every tick")
-        return False
-    return True
-
-
-def _relevant(msg: dict[str, Any], prefix: str) -> bool:
-    if msg.get("type") == "pmessage":
-        data = msg.get("data")
-        key = data.decode() if isinstance(data, bytes) else str(data)
-        return key.startswith(prefix)
-    return True
