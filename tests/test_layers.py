@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamseg"
 STAGES = (
     "client",
     "console",
+    "fleet",
     "ingest",
     "models",
     "ops",

@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("streamseg.cli.synth", "write a synthetic scene as video plus ground truth"),
     "swap": ("streamseg.cli.swap", "tell a running service to load a new checkpoint"),
     "weights": ("streamseg.cli.weights", "list, download and verify published checkpoints"),
+    "fleet": ("streamseg.cli.fleet", "workers and cameras of a fleet (fleet: in pipeline.yaml)"),
 }
 
 BENCH_COMMANDS: dict[str, tuple[str, str]] = {
@@ -56,6 +57,7 @@ BENCH_COMMANDS: dict[str, tuple[str, str]] = {
     "pipeline": ("streamseg.cli.bench_pipeline", "end-to-end vs model-only throughput"),
     "dispatch": ("streamseg.cli.bench_dispatch", "GPU launches and host syncs per frame, counted"),
     "train": ("streamseg.cli.bench_train", "a training iteration's phases, timed (or counted)"),
+    "fleet": ("streamseg.cli.bench_fleet", "fleet failover: workers killed, stopped, cut off"),
 }
 
 

@@ -66,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     ]
     setup_logging(args.log_level, secrets=secrets)
     cameras = list(config.cameras)
+    if args.shard and config.fleet is not None:
+        raise UsageError(
+            "--shard and a fleet: section exclude each other: a fleet places the cameras "
+            "itself (remove fleet: to use static shards)"
+        )
     if args.shard:
         try:
             index, count = parse_shard(args.shard)

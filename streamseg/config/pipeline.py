@@ -8,6 +8,7 @@ from streamseg.config.runtime import RuntimeConfig
 from streamseg.configbase.base import StrictModel
 from streamseg.configbase.errors import ConfigIssue
 from streamseg.console.config import HttpConfig
+from streamseg.fleet.config import FleetConfig
 from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import DECODERS
 from streamseg.publish.redis_config import RedisConfig
@@ -35,6 +36,9 @@ class PipelineConfig(StrictModel):
     http: HttpConfig = HttpConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     record: RecordConfig = RecordConfig()
+    fleet: FleetConfig | None = Field(
+        default=None, description="share the cameras with other workers through Redis"
+    )
 
     _unique_sinks = field_validator("sinks")(check_sink_names)
 

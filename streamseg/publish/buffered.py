@@ -56,6 +56,9 @@ class BufferedSink(abc.ABC):
         secrets: strings (passwords) scrubbed from logged error messages.
 
     ``cpu_seconds`` counts the writer thread's CPU time spent sending.
+    ``fence``: when set, ``fence(message)`` is asked right before each write;
+    a message it refuses is dropped (a fleet worker's camera whose lease it
+    no longer holds safely: ``streamseg.fleet.worker.FleetWorker.admits``).
     """
 
     type: str = "?"  # the registry key of the subclass ("redis", ...)
@@ -88,6 +91,7 @@ class BufferedSink(abc.ABC):
         self._next_attempt = 0.0
         self._next_tick = 0.0
         self._down_since: float | None = None
+        self.fence: Callable[[Message], bool] | None = None
 
     # -- what a subclass writes ---------------------------------------------
     @abc.abstractmethod
@@ -207,11 +211,26 @@ class BufferedSink(abc.ABC):
                 n = min(self._max_batch, len(self._buffer))
                 batch = [self._buffer.popleft() for _ in range(n)]
                 self._inflight = n
+            if self.fence is not None and batch:
+                batch = self._fenced(batch)
             if not batch:
                 continue  # woken for the tick only
             t0 = time.thread_time()
             self._send(batch)
             self.cpu_seconds += time.thread_time() - t0
+
+    def _fenced(self, batch: list[Message]) -> list[Message]:
+        """``batch`` less what ``fence`` refuses (dropped: "fenced")."""
+        fence = self.fence
+        assert fence is not None
+        admitted = [fence(m) for m in batch]
+        keep = [m for m, ok in zip(batch, admitted, strict=True) if ok]
+        if len(keep) < len(batch):
+            with self._cond:
+                self._inflight = len(keep)
+                self._cond.notify_all()
+            self._drop([m for m, ok in zip(batch, admitted, strict=True) if not ok], "fenced")
+        return keep
 
     def _run_tick(self) -> None:
         self._next_tick = time.monotonic() + (self.tick_interval or 0.0)

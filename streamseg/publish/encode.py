@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -237,14 +237,24 @@ class MessageEncoder:
 
     Args:
         arch / class_names: the model, named in every detections message.
+        stamp: ``camera -> {"worker": name, "epoch": n}`` (or ``None``) for a fleet
+            worker (``streamseg.fleet``): added to every detections and alert
+            message of that camera, so a consumer sees a handover.
 
     ``mask_seconds`` counts the CPU time (of the calling thread) spent
     encoding masks (all of a call's frames first, one clock read around
     them), the rest of ``encode`` being JSON.
     """
 
-    def __init__(self, *, arch: str, class_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        *,
+        arch: str,
+        class_names: Sequence[str],
+        stamp: Callable[[str], Mapping[str, Any] | None] | None = None,
+    ) -> None:
         self._arch = arch
+        self._stamp = stamp
         self._class_names = tuple(class_names)
         self.mask_seconds = 0.0
 
@@ -265,10 +275,16 @@ class MessageEncoder:
                 masks=masks,
                 regions=frame_regions,
             )
+            origin = self._stamp(frame.camera_id) if self._stamp is not None else None
+            if origin:
+                msg.update(origin)
             out.append(Message("detections", frame.camera_id, dumps(msg), frame, now))
             trace = frame.trace.get("traceparent")
             for event in events:
-                body = dumps(alert_message(event, traceparent=trace))
+                alert = alert_message(event, traceparent=trace)
+                if origin:
+                    alert.update(origin)
+                body = dumps(alert)
                 out.append(Message("alert", event.camera_id, body, published_time=now))
         return out
 

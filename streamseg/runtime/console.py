@@ -55,6 +55,9 @@ class ServiceConsole:
                 **{word: counts.get(word, 0) for word in FRAME_COUNTERS},
             )
             out[cam.id] = info
+        if self.service.fleet is not None:  # the fleet's other cameras, with their owner
+            for cid, row in self.service.fleet.remote_cameras().items():
+                out.setdefault(cid, {**dict.fromkeys(FRAME_COUNTERS, 0), "fps": None, **row})
         return out
 
     def status(self) -> dict[str, Any]:

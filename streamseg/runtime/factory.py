@@ -7,12 +7,13 @@ keyword arguments (docs/architecture.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.ingest.config import CameraConfig
 from streamseg.publish.encode import MessageEncoder
+from streamseg.publish.sink import Message
 from streamseg.redact import redact_url
 from streamseg.runtime.protocols import FrameTap, PassThrough, SegmenterLike, SourceLike, Tracker
 from streamseg.segment.config import ModelConfig
@@ -41,6 +42,8 @@ log = logging.getLogger("streamseg.runtime")
 
 # clips.on_packet(camera_id, packet: av.Packet, stream: av.VideoStream)
 PacketHook = Callable[[str, Any, Any], None]
+# camera id -> fields added to its messages ({"worker", "epoch"} in a fleet)
+Stamp = Callable[[str], Mapping[str, Any] | None]
 
 
 def source_options(
@@ -189,9 +192,12 @@ def build_clip_hook(config: PipelineConfig, *, meter: Any = None) -> Any:
     return hook
 
 
-def build_encoder(config: PipelineConfig, class_names: Sequence[str]) -> MessageEncoder:
-    """The messages' encoder; the sinks come from ``streamseg.publish.sinks.build_sinks``."""
-    return MessageEncoder(arch=config.model.arch, class_names=class_names)
+def build_encoder(
+    config: PipelineConfig, class_names: Sequence[str], *, stamp: Stamp | None = None
+) -> MessageEncoder:
+    """The messages' encoder; the sinks come from ``streamseg.publish.sinks.build_sinks``.
+    ``stamp``: a fleet worker's ``{"worker", "epoch"}`` of each camera's messages."""
+    return MessageEncoder(arch=config.model.arch, class_names=class_names, stamp=stamp)
 
 
 def build_pipeline(
@@ -205,6 +211,8 @@ def build_pipeline(
     on_events: Callable[[list[Event]], None] | None = None,
     tap: FrameTap | None = None,
     tracker: Tracker | None = None,
+    stamp: Stamp | None = None,
+    fence: Callable[[Message], bool] | None = None,
 ) -> Pipeline:
     """The pipeline of ``config`` on ``sources``: tracking, encoder, sinks, queues.
 
@@ -213,21 +221,28 @@ def build_pipeline(
     sources, the telemetry and the hooks passed in. ``tracker``: the
     tracking stage already built by ``build_tracker`` (``serve`` builds it
     before opening the cameras, so that a rule the model cannot run stops
-    it first); by default it is built here.
+    it first); by default it is built here. ``stamp`` / ``fence``: a fleet
+    worker's (``streamseg.fleet.worker.FleetWorker.stamp`` / ``admits``): who
+    publishes each camera, and whether a message may still be written.
     """
+    from streamseg.publish.buffered import BufferedSink
     from streamseg.publish.sinks import build_sinks
     from streamseg.runtime.pipeline import Pipeline
 
     class_names = tuple(segmenter.class_names)
     m, rt = config.model, config.runtime
+    sinks = build_sinks(redis=config.redis, sinks=config.sinks)
+    for sink in sinks:
+        if fence is not None and isinstance(sink, BufferedSink):
+            sink.fence = fence
     return Pipeline(
         sources=sources,
         segmenter=segmenter,
         tracker=build_tracker(config, class_names, region_classes_of(segmenter))
         if tracker is None
         else tracker,
-        encoder=build_encoder(config, class_names),
-        sinks=build_sinks(redis=config.redis, sinks=config.sinks),
+        encoder=build_encoder(config, class_names, stamp=stamp),
+        sinks=sinks,
         batch_size=m.batch_size,
         max_wait=m.max_wait_ms / 1000,
         camera_queue=rt.camera_queue,

@@ -231,6 +231,7 @@ class Pipeline:
         """
         with self._sources_lock:
             self.sources.pop(camera_id)
+            self.queues.removing(camera_id)  # the last camera removed ends nothing
             self._camera_stop[camera_id].set()
             thread = self._ingest.get(camera_id)
         deadline = time.monotonic() + wait

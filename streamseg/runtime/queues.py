@@ -50,6 +50,7 @@ class CameraQueues:
         self._next = 0
         self._on_drop = on_drop
         self._ended = False  # end(): no camera comes any more (a pipeline stopping)
+        self._removing: set[str] = set()  # cameras being removed: their closing ends nothing
         self.last_fill_wait = 0.0  # seconds the last batch waited to fill
 
     def add_camera(self, camera_id: str, *, live: bool, capacity: int) -> None:
@@ -82,6 +83,12 @@ class CameraQueues:
             self._on_drop(dropped)
         return True
 
+    def removing(self, camera_id: str) -> None:
+        """``camera_id`` is being removed (before its source stops): its queue closing
+        does not end the stream, even when it was the last one."""
+        with self._cond:
+            self._removing.add(camera_id)
+
     def close_camera(self, camera_id: str) -> None:
         """No more frames from this camera; what is queued is still delivered."""
         with self._cond:
@@ -110,6 +117,7 @@ class CameraQueues:
             if q is None or not q.closed or q.frames:
                 return False
             del self._queues[camera_id]
+            self._removing.discard(camera_id)
             at = self._order.index(camera_id)
             self._order.remove(camera_id)
             if self._next > at:
@@ -170,13 +178,11 @@ class CameraQueues:
         """Whether waiting can bring more frames (some open queue has room)."""
         return any(not q.closed and len(q.frames) < q.capacity for q in self._queues.values())
 
-    def _all_closed(self) -> bool:
-        return all(q.closed for q in self._queues.values())
-
     def _finished(self) -> bool:
-        if not self._queues:  # every camera removed: wait for one, unless ending
-            return self._ended
-        return self._all_closed() and self._available() == 0
+        kept = [q for cid, q in self._queues.items() if cid not in self._removing]
+        if not kept:  # every camera removed (or being removed): wait for one, unless ending
+            return self._ended and self._available() == 0
+        return all(q.closed for q in kept) and self._available() == 0
 
     def _pop_round_robin(self, max_batch: int) -> list[Frame]:
         out: list[Frame] = []

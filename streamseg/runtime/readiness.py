@@ -38,11 +38,14 @@ def readiness(
     model: dict[str, Any],
     stopping: bool,
     recording: Callable[[list[str]], dict[str, Any]] | None = None,
+    idle_ready: bool = False,
 ) -> tuple[bool, dict[str, Any]]:
     """``(ready, details)`` of ``/readyz`` (``Service.readiness``), given the model's
     health (``streamseg.hosting.health``), whether the service is stopping and,
     with clips on, ``recording(camera_ids)``: recording's state (``disk_full``
-    when a full disk stopped it, ``record.retention``), also set per camera."""
+    when a full disk stopped it, ``record.retention``), also set per camera.
+    ``idle_ready``: ready without a streaming camera (a fleet worker that has
+    joined and waits for cameras to take)."""
     cams, sink_health = cameras_and_sinks(pipeline, cameras, sinks)
     record_state = recording(list(cams)) if recording is not None else None
     for cid, state in (record_state or {}).get("cameras", {}).items():
@@ -50,7 +53,7 @@ def readiness(
     ready = (
         model["state"] == "running"
         and all(s["connected"] for s in sink_health.values())
-        and any(d.get("state") in READY_CAMERA_STATES for d in cams.values())
+        and (any(d.get("state") in READY_CAMERA_STATES for d in cams.values()) or idle_ready)
         and not stopping
     )
     off = degraded(pipeline)

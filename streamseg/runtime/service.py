@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Sequence
-from types import FrameType
 from typing import Any, TextIO
 
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.fleet.worker import FleetWorker
 from streamseg.hosting.build import build_model_stage
 from streamseg.hosting.health import model_counts, model_health
 from streamseg.ingest.config import CameraConfig
@@ -36,6 +35,7 @@ from streamseg.runtime.factory import (
 from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, Tracker
 from streamseg.runtime.readiness import log_summary, readiness
+from streamseg.runtime.signals import StopSignals
 from streamseg.runtime.sink_feeds import feed_sinks
 from streamseg.runtime.status import StatusReporter, unfinished
 from streamseg.telemetry.http import HealthServer
@@ -46,9 +46,6 @@ from streamseg.telemetry.tracing import FrameTracer
 __all__ = ["Service"]
 
 log = logging.getLogger("streamseg.runtime")
-
-# A second signal within this many seconds of the first is the same request.
-SAME_SIGNAL_S = 1.0
 
 
 class Service:
@@ -88,9 +85,13 @@ class Service:
         self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
         self.clips: Any = None  # streamseg.record.clips.ClipHook while alert clips are on
         self._cameras_lock = threading.Lock()
+        self.fleet: FleetWorker | None = None  # this worker's part of a fleet (``fleet:``)
+        if config.fleet is not None:
+            self.fleet = FleetWorker(
+                config=config.fleet, redis=config.redis, host=self, seeds=self.cameras
+            )
+            self.cameras = []  # the fleet's placement decides
         self._stop = threading.Event()
-        self._signals = 0
-        self._first_signal = 0.0  # time.monotonic() of the first signal
 
     def run(self) -> int:
         t = self.config.telemetry
@@ -102,7 +103,8 @@ class Service:
             export_interval=t.export_interval,
             trace_sample_ratio=t.trace_sample_ratio,
         )
-        old_handlers = self._install_signals()
+        signals = StopSignals(self.stop, enabled=self.handle_signals)
+        old_handlers = signals.install()
         try:
             self._start_http(telemetry)
             pipeline = self._build(telemetry)
@@ -110,7 +112,9 @@ class Service:
                 return 0
             return self._run_pipeline(pipeline)
         finally:
-            self._restore_signals(old_handlers)
+            signals.restore(old_handlers)
+            if self.fleet is not None:
+                self.fleet.close()
             self._close_hooks()
             if self.http is not None:
                 self.http.close()
@@ -121,8 +125,10 @@ class Service:
             telemetry.shutdown()
 
     def stop(self) -> None:
-        """Ask the service to drain and exit (what a SIGTERM does)."""
+        """Drain and exit (a SIGTERM); a fleet worker first releases its cameras."""
         self._stop.set()
+        if self.fleet is not None:
+            self.fleet.close()
         if self.pipeline is not None:
             self.pipeline.stop()
 
@@ -144,7 +150,15 @@ class Service:
 
     # -- cameras while running (the console's API) -----------------------------
     def add_camera(self, cam: CameraConfig) -> None:
-        """Start serving one more camera without disturbing the others.
+        """Serve one more camera (in a fleet: add it to the fleet's list, its owner starts it)."""
+        (self.fleet.add_camera if self.fleet is not None else self.start_camera)(cam)
+
+    def remove_camera(self, camera_id: str) -> None:
+        """Stop serving one camera (in a fleet: remove it from the fleet's list)."""
+        (self.fleet.remove_camera if self.fleet is not None else self.stop_camera)(camera_id)
+
+    def start_camera(self, cam: CameraConfig) -> None:
+        """Start serving one more camera here without disturbing the others.
 
         Before the pipeline exists it is simply added to the cameras to
         open. Raises ``ValueError`` (the id is taken, the service stops).
@@ -156,8 +170,8 @@ class Service:
                 self.pipeline.add_source(cam.id, self._open_cameras([cam])[cam.id])
             self.cameras.append(cam)
 
-    def remove_camera(self, camera_id: str) -> None:
-        """Stop serving one camera; its frames already read still reach the sinks, then
+    def stop_camera(self, camera_id: str) -> None:
+        """Stop serving one camera here; its frames already read still reach the sinks, then
         every part that kept state for it forgets it (``runtime.camera_changes``)."""
         with self._cameras_lock:
             if not any(c.id == camera_id for c in self.cameras):
@@ -181,6 +195,13 @@ class Service:
                 swap_source(p, cam.id, opener=self._open_camera, new=cam, old=old,
                             forget=lambda cid: forget_camera(self, cid))  # fmt: skip
             self.cameras[at] = cam
+
+    def camera_states(self) -> dict[str, str]:
+        """``{camera: state}`` of the cameras served here (``connecting`` before the model)."""
+        p = self.pipeline
+        if p is None:
+            return {c.id: "connecting" for c in self.cameras}
+        return {cid: state for cid, (state, _r, _d) in p.camera_states().items()}
 
     def _console(self) -> Any:
         """The console's ``setup(app)`` (``streamseg.runtime.console.build_console``)."""
@@ -282,6 +303,8 @@ class Service:
             between_batches=swap.apply_pending if swap is not None else None,
             on_events=clips.on_events if clips is not None else None,
             tap=self.live,
+            stamp=self.fleet.stamp if self.fleet is not None else None,
+            fence=self.fleet.admits if self.fleet is not None else None,
         )
 
     # -- running -----------------------------------------------------------
@@ -294,6 +317,8 @@ class Service:
             stream=self.status_stream,
         )
         pipeline.start()
+        if self.fleet is not None and not self._stop.is_set():
+            self.fleet.start()  # once the model runs: a camera taken is served at once
         status.start()
         log.info(
             "runtime: running %d camera(s): %s",
@@ -352,33 +377,5 @@ class Service:
             model=self.model_health(),
             stopping=stopping,
             recording=(lambda ids: clips.health(cameras=ids)) if clips is not None else None,
+            idle_ready=self.fleet is not None and self.fleet.joined,  # a worker with room
         )
-
-    # -- signals -----------------------------------------------------------
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        old: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, self._on_signal)
-        return old
-
-    def _restore_signals(self, old: dict[int, Any]) -> None:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        now = time.monotonic()
-        if self._signals and now - self._first_signal < SAME_SIGNAL_S:
-            # The same request delivered twice (a service manager signalling
-            # every process, a script forwarding what a terminal also sent).
-            log.info("runtime: %s received again; already draining", name)
-            return
-        self._signals += 1
-        if self._signals > 1:
-            log.warning("runtime: second %s: exiting without draining", name)
-            raise SystemExit(130)
-        self._first_signal = now
-        log.info("runtime: %s received", name)
-        self.stop()

@@ -157,3 +157,23 @@ def test_a_removed_camera_leaves_and_the_last_one_removed_does_not_end_the_strea
     q.remove_camera("a")
     q.end()
     assert q.take_batch(1, 0.0) is None
+
+
+def test_the_last_camera_closing_while_being_removed_does_not_end_the_stream() -> None:
+    # Pipeline.remove_source: removing() first, then the source stops and its queue closes
+    # while the batcher waits; only then is the queue removed. A fleet worker whose last
+    # camera moves elsewhere must keep running, waiting for the next one.
+    q = CameraQueues()
+    q.add_camera("a", live=True, capacity=2)
+    got: list[list[Frame] | None] = []
+    taker = threading.Thread(target=lambda: got.append(q.take_batch(1, 0.0)))
+    taker.start()
+    q.removing("a")
+    q.close_camera("a")
+    taker.join(0.3)
+    assert taker.is_alive() and not got  # not the end of the stream
+    assert q.remove_camera("a")
+    q.add_camera("b", live=True, capacity=2)
+    q.put(frame("b", 3))
+    taker.join(5)
+    assert got and [f.seq for f in got[0] or []] == [3]
