@@ -291,6 +291,7 @@ def cost(
     rules: bool = True,
     settings: TrackingConfig | None = None,
     load: tuple[int, int] | None = None,
+    fps: float = 0.0,
 ) -> dict[str, Any]:
     """Milliseconds per ``TrackingStage.process`` call with ``objects`` detections per frame.
 
@@ -298,7 +299,13 @@ def cost(
     the thread's CPU time, which a busy shared machine inflates less.
     ``load``: ``(processes, threads)`` kept busy beside it while it runs
     (:class:`streamseg.track.busy.Busy`), as the model and the other host
-    threads are in ``serve``.
+    threads are in ``serve``. ``fps``: frames handed over at this rate (the
+    loop sleeps until each frame is due), as a camera's frames reach the
+    stage; 0: back to back. A thread that runs without a pause is cut by
+    the OS scheduler at the end of its time slice wherever it is, and on a
+    busy machine waits there for the other processes' turns; one that
+    sleeps between frames, as the stage does in ``serve``, starts each
+    frame with a fresh turn.
     """
     stage = TrackingStage(
         tracking=settings or TrackingConfig(),
@@ -319,7 +326,11 @@ def cost(
     times, cpu = [], []
     events = 0
     with contextlib.nullcontext() if load is None else Busy(processes=load[0], threads=load[1]):
+        due = time.perf_counter()
         for i, result in enumerate(results):
+            if fps > 0:
+                due += 1.0 / fps
+                time.sleep(max(due - time.perf_counter(), 0.0))
             start, start_cpu = time.perf_counter(), time.thread_time()
             _, ev = stage.process(result)
             took, took_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
@@ -339,4 +350,5 @@ def cost(
         "events": events,
         "frames": frames,
         "load": None if load is None else {"processes": load[0], "threads": load[1]},
+        "fps": fps,
     }
