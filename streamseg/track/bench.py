@@ -12,6 +12,7 @@ Both are deterministic for a given seed (apart from the timings).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from streamseg.track.alerts import AlertsConfig
+from streamseg.track.busy import Busy
 from streamseg.track.config import TrackingConfig
 from streamseg.track.matching import box_iou
 from streamseg.track.stage import TrackingStage
@@ -288,11 +290,22 @@ def cost(
     warmup: int = 20,
     rules: bool = True,
     settings: TrackingConfig | None = None,
+    load: tuple[int, int] | None = None,
+    fps: float = 0.0,
 ) -> dict[str, Any]:
     """Milliseconds per ``TrackingStage.process`` call with ``objects`` detections per frame.
 
     ``ms_*``: wall time (mean, median, 99th percentile); ``cpu_ms_mean``:
     the thread's CPU time, which a busy shared machine inflates less.
+    ``load``: ``(processes, threads)`` kept busy beside it while it runs
+    (:class:`streamseg.track.busy.Busy`), as the model and the other host
+    threads are in ``serve``. ``fps``: frames handed over at this rate (the
+    loop sleeps until each frame is due), as a camera's frames reach the
+    stage; 0: back to back. A thread that runs without a pause is cut by
+    the OS scheduler at the end of its time slice wherever it is, and on a
+    busy machine waits there for the other processes' turns; one that
+    sleeps between frames, as the stage does in ``serve``, starts each
+    frame with a fresh turn.
     """
     stage = TrackingStage(
         tracking=settings or TrackingConfig(),
@@ -312,14 +325,19 @@ def cost(
         results.append(FrameResult(Frame("bench", i, i / 15, 1.0e9 + i / 15, _NO_IMAGE), inst))
     times, cpu = [], []
     events = 0
-    for i, result in enumerate(results):
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        _, ev = stage.process(result)
-        took, took_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
-        if i >= warmup:
-            times.append(took * 1e3)
-            cpu.append(took_cpu * 1e3)
-            events += len(ev)
+    with contextlib.nullcontext() if load is None else Busy(processes=load[0], threads=load[1]):
+        due = time.perf_counter()
+        for i, result in enumerate(results):
+            if fps > 0:
+                due += 1.0 / fps
+                time.sleep(max(due - time.perf_counter(), 0.0))
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            _, ev = stage.process(result)
+            took, took_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
+            if i >= warmup:
+                times.append(took * 1e3)
+                cpu.append(took_cpu * 1e3)
+                events += len(ev)
     stage.close()
     times.sort()
     return {
@@ -331,4 +349,6 @@ def cost(
         "cpu_ms_mean": round(statistics.fmean(cpu), 4),
         "events": events,
         "frames": frames,
+        "load": None if load is None else {"processes": load[0], "threads": load[1]},
+        "fps": fps,
     }

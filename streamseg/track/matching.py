@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 
-from streamseg import ops
+from streamseg.track.pairs import overlap_pairs_native
 from streamseg.types import MaskCrops, mask_grid
 
 __all__ = [
@@ -49,20 +49,19 @@ def overlap_pairs(a: F64, b: F64) -> tuple[I64, I64, F64]:
 
     Returns ``rows (P,)`` into ``a``, ``cols (P,)`` into ``b`` (int64) and
     ``iou (P,)`` > 0, rows ascending. With the native kernels this is one
-    C++ call (:func:`streamseg.ops.box_overlap_pairs`: a sweep by left
-    edge, columns ascending within a row). Without, up to ``DENSE_PAIRS``
+    C++ call (the sweep by left edge of :func:`streamseg.ops.box_overlap_pairs`,
+    columns ascending within a row), made without giving up the GIL
+    (:mod:`streamseg.track.pairs`). Without, up to ``DENSE_PAIRS``
     pairs every pair is tested (the same order and floats); beyond, only
     the boxes of ``b`` near each box of ``a`` are (see :func:`_near_pairs`),
     so the cost follows the number of nearby pairs, not ``N * M``.
     """
     if len(a) == 0 or len(b) == 0:
         return _NO_PAIRS
-    if ops.native_cpu():
-        # One C++ call: the same pairs and IoU floats as below, by row then column.
-        ta = torch.from_numpy(np.ascontiguousarray(a, np.float64))
-        tb = torch.from_numpy(np.ascontiguousarray(b, np.float64))
-        r, c, v = ops.box_overlap_pairs(ta, tb)
-        return r.numpy(), c.numpy(), v.numpy()
+    # One C++ call that keeps the GIL: the same pairs and IoU floats as below.
+    native = overlap_pairs_native(a, b)
+    if native is not None:
+        return native
     if len(a) * len(b) <= DENSE_PAIRS:
         iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
         ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
@@ -128,10 +127,10 @@ def close_pairs(boxes: F64, min_iou: float) -> tuple[I64, I64]:
     n = len(boxes)
     if n < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    if ops.native_cpu():
-        # Every overlapping pair from one C++ sweep, each pair kept once.
-        t = torch.from_numpy(np.ascontiguousarray(boxes, np.float64))
-        r, c, v = (x.numpy() for x in ops.box_overlap_pairs(t, t))
+    native = overlap_pairs_native(boxes, boxes)
+    if native is not None:
+        # Every overlapping pair from one C++ sweep (GIL held), each pair kept once.
+        r, c, v = native
         keep = (r < c) & (v >= min_iou)
         return r[keep], c[keep]
     x1 = boxes[:, 0]

@@ -33,6 +33,32 @@ def test_bench_track_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(out["goals"]) == {"idf1_noisy_gt_at_least_0.9"}  # no 100-object row
 
 
+def test_bench_track_loaded(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "track", "--skip-quality", "--cost-objects", "100", "--cost-frames", "4"]
+    assert main([*args, "--load", "1,1", "--load-fps", "500"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["cost"]
+    loaded = row["loaded"]
+    assert (loaded["processes"], loaded["threads"], loaded["fps"]) == (1, 1, 500.0)
+    for name in ("track", "track_rules"):
+        assert loaded[f"quiet_{name}_ms_p50"] > 0 and loaded[f"loaded_{name}_ms_p50"] > 0
+        ratio = loaded[f"loaded_{name}_ms_p50"] / loaded[f"quiet_{name}_ms_p50"]
+        assert loaded[f"{name}_loaded_over_quiet_p50"] == pytest.approx(ratio, abs=1e-3)
+
+
+def test_busy_neighbours_run_while_in_with_and_stop_after() -> None:
+    import threading
+
+    from streamseg.track.busy import Busy
+
+    before = threading.active_count()
+    with Busy(processes=1, threads=2) as busy:
+        (child,) = busy._children
+        assert child.poll() is None  # started (it wrote its first bytes) and running
+        names = {t.name for t in threading.enumerate()}
+        assert {"busy-0", "busy-1"} <= names
+    assert child.poll() is not None and threading.active_count() == before
+
+
 def test_bench_track_on_the_demo_models_detections(capsys: pytest.CaptureFixture[str]) -> None:
     weights = REPO / "models" / "demo_small.pth"
     args = ["bench", "track", "--seeds", "1", "--frames", "40", "--objects", "4"]
@@ -64,6 +90,9 @@ def test_bench_track_detector_with_a_missing_checkpoint(
         (["--cost-objects", "10,x"], "expected numbers"),
         (["--drop", "1.5"], "--drop must be in [0, 1)"),
         (["--detector", "maskrcnn_small"], "--detector needs --weights"),
+        (["--load", "two"], "expected PROCESSES,THREADS"),
+        (["--load", "0,0"], "not both 0"),
+        (["--load", "--load-fps", "0"], "--load-fps must be > 0"),
     ],
 )
 def test_bench_track_usage_errors(

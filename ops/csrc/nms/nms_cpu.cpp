@@ -125,17 +125,12 @@ bool has_nan(const double* box) {
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
-    const at::Tensor& a_in, const at::Tensor& b_in) {
-  TORCH_CHECK(a_in.dim() == 2 && a_in.size(1) == 4, "a must be (N, 4), got ", a_in.sizes());
-  TORCH_CHECK(b_in.dim() == 2 && b_in.size(1) == 4, "b must be (M, 4), got ", b_in.sizes());
-  TORCH_CHECK(
-      a_in.scalar_type() == at::kDouble && b_in.scalar_type() == at::kDouble,
-      "boxes must be float64");
-  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
-  const int64_t n = a.size(0), m = b.size(0);
-  const double* pa = a.const_data_ptr<double>();
-  const double* pb = b.const_data_ptr<double>();
+namespace {
+
+// The pairs of box_overlap_pairs_cpu from raw float64 xyxy arrays, into rows, cols, ious.
+void overlap_pairs_into(const double* pa, int64_t n, const double* pb, int64_t m,
+                        std::vector<int64_t>& rows, std::vector<int64_t>& cols,
+                        std::vector<double>& ious) {
   // b by left edge; the widest b bounds how far left an overlapping one starts.
   // Boxes with NaN or infinite edges fall back to testing every pair.
   bool finite = true;
@@ -154,8 +149,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
                      [&](int64_t i, int64_t j) { return pb[4 * i] < pb[4 * j]; });
     for (int64_t k = 0; k < m; ++k) left[k] = pb[4 * order[k]];
   }
-  std::vector<int64_t> rows, cols, row_cols;
-  std::vector<double> ious;
+  rows.clear();
+  cols.clear();
+  ious.clear();
+  std::vector<int64_t> row_cols;
   for (int64_t i = 0; i < n; ++i) {
     const double* p = pa + 4 * i;
     int64_t lo = 0, hi = m;
@@ -190,6 +187,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
       ious.push_back(inter / (uni < 1e-12 ? 1e-12 : uni));
     }
   }
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
+    const at::Tensor& a_in, const at::Tensor& b_in) {
+  TORCH_CHECK(a_in.dim() == 2 && a_in.size(1) == 4, "a must be (N, 4), got ", a_in.sizes());
+  TORCH_CHECK(b_in.dim() == 2 && b_in.size(1) == 4, "b must be (M, 4), got ", b_in.sizes());
+  TORCH_CHECK(
+      a_in.scalar_type() == at::kDouble && b_in.scalar_type() == at::kDouble,
+      "boxes must be float64");
+  const at::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const int64_t n = a.size(0), m = b.size(0);
+  std::vector<int64_t> rows, cols;
+  std::vector<double> ious;
+  overlap_pairs_into(
+      a.const_data_ptr<double>(), n, b.const_data_ptr<double>(), m, rows, cols, ious);
   const int64_t p = static_cast<int64_t>(rows.size());
   at::Tensor out_rows = at::empty({p}, at::TensorOptions().dtype(at::kLong));
   at::Tensor out_cols = at::empty({p}, at::TensorOptions().dtype(at::kLong));
@@ -201,3 +215,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> box_overlap_pairs_cpu(
 }
 
 }  // namespace streamseg
+
+// box_overlap_pairs for a caller that holds the GIL and keeps it (Python's
+// ctypes.PyDLL): a torch op gives the GIL up for the length of the call, and
+// a busy thread of the same process that takes it meanwhile keeps it for a
+// whole switch interval (5 ms). Writes min(P, capacity) pairs into rows,
+// cols and iou and returns P, the number of pairs: a caller whose buffers
+// were too small calls again with larger ones.
+extern "C" __attribute__((visibility("default"))) int64_t streamseg_box_overlap_pairs_into(
+    const double* a, int64_t n, const double* b, int64_t m, int64_t* rows, int64_t* cols,
+    double* iou, int64_t capacity) {
+  thread_local std::vector<int64_t> r, c;
+  thread_local std::vector<double> v;
+  streamseg::overlap_pairs_into(a, n, b, m, r, c, v);
+  const int64_t p = static_cast<int64_t>(r.size());
+  const int64_t k = std::min(p, capacity);
+  std::copy(r.begin(), r.begin() + k, rows);
+  std::copy(c.begin(), c.begin() + k, cols);
+  std::copy(v.begin(), v.begin() + k, iou);
+  return p;
+}

@@ -28,6 +28,7 @@ import numpy as np
 from streamseg.geometry import EPS, Segment
 from streamseg.track.rules.base import RuleBase
 from streamseg.track.rules.idstate import IdState
+from streamseg.track.rules.membership import pick_rows
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
@@ -113,7 +114,7 @@ class LineRule(RuleBase):
         # Only a path with ends on both sides of the line (or on it) can touch it.
         near = ((d0 * d <= 0) | (np.abs(d0) <= EPS) | (np.abs(d) <= EPS)).nonzero()[0]
         if len(near):
-            pending[near] |= self.segment.touched_by(start[near], end[near])
+            pending[near] |= self.segment.touched_by(pick_rows(start, near), pick_rows(end, near))
         clear = np.abs(d) > self.band
         to = np.sign(d).astype(np.int8)
         crossed = (clear & pending & (side != 0) & (to != side)).nonzero()[0]

@@ -27,10 +27,11 @@ import torch
 from numpy.typing import NDArray
 
 from streamseg.geometry import EPS, Polygon
+from streamseg.track.rules.base import positions
 from streamseg.track.view import TrackView
 from streamseg.types import mask_grid
 
-__all__ = ["MASK_GRID", "Membership"]
+__all__ = ["MASK_GRID", "Membership", "pick_rows"]
 
 log = logging.getLogger("streamseg.track.rules")
 
@@ -96,7 +97,7 @@ class Membership:
 
     def born_inside(self, view: TrackView, idx: I64) -> Bool:
         """``(K,)``: the track's first observed box had its anchor in the zone."""
-        return self.contains(view.anchors(self.anchor, "first_boxes")[idx])
+        return self.contains(pick_rows(view.anchors(self.anchor, "first_boxes"), idx))
 
     def contains(self, points: F64) -> Bool:
         """``(K,)``: ``Polygon.contains`` (boundary included), exact depths only near it.
@@ -104,7 +105,7 @@ class Membership:
         The test of a track seen for the first time: inside at depth 0 or more.
         """
         n = len(points)
-        return self._by_anchor(points, np.arange(n), np.full(n, UNKNOWN, np.int8))
+        return self._by_anchor(points, positions(n), np.full(n, UNKNOWN, np.int8))
 
     def _cell_map(self) -> _CellMap:
         if self._cells is None:
@@ -124,13 +125,18 @@ class Membership:
         sure = cells.classify(points)
         out: Bool = sure == IN
         unsure = (sure == UNKNOWN).nonzero()[0]
+        if len(unsure) == 0:
+            return out
+        # Rows picked column by column: numpy gives up the GIL to pick rows of a
+        # 2-D array (however few), and in serve another thread then keeps it.
+        xs, ys = points[:, 0][unsure], points[:, 1][unsure]  # as pick_rows
         if len(unsure) > FEW:
-            depth = self.polygon.depth(points[unsure])
+            depth = self.polygon.depth(np.stack((xs, ys), axis=1))
             out[unsure] = depth >= self._least_depth[prev[unsure] + 1]
-        elif len(unsure):
+        else:
             least = self._least_depth.tolist()
-            for k, (x, y), p in zip(
-                unsure.tolist(), points[unsure].tolist(), prev[unsure].tolist(), strict=True
+            for k, x, y, p in zip(
+                unsure.tolist(), xs.tolist(), ys.tolist(), prev[unsure].tolist(), strict=True
             ):
                 out[k] = cells.depth(x, y) >= least[p + 1]
         return out
@@ -149,6 +155,16 @@ class Membership:
         frac = torch.where(area > 0, inside / area.clamp(min=1), torch.zeros_like(area))
         out: F64 = frac.numpy()
         return out
+
+
+def pick_rows(points: F64, idx: I64) -> F64:
+    """``points[idx]`` for ``points (K, 2)``, picked column by column.
+
+    numpy gives up the GIL to pick rows of a 2-D array, however few, and in
+    ``serve`` another thread of the process then keeps it for a whole switch
+    interval; picking from each column (1-D) keeps it.
+    """
+    return np.stack((points[:, 0][idx], points[:, 1][idx]), axis=1)
 
 
 class _CellMap:
@@ -216,10 +232,21 @@ class _CellMap:
         self.offset = float(nx + 3)
 
     def classify(self, points: F64) -> NDArray[np.int8]:
-        """``(K,)`` IN, OUT or UNKNOWN (exact test needed) for ``points (K, 2)``."""
-        cell = np.floor((points - self.origin) * (1.0 / self.cell))
-        np.clip(cell, -1.0, self.last, out=cell)
-        out: NDArray[np.int8] = self.flat[(cell @ self.step + self.offset).astype(np.intp)]
+        """``(K,)`` IN, OUT or UNKNOWN (exact test needed) for ``points (K, 2)``.
+
+        Column by column: numpy gives up the GIL for an operation on more
+        than 500 elements, and ``K`` points are ``2 K`` of them.
+        """
+        (ox, oy), (lx, ly), row = self.origin.tolist(), self.last.tolist(), float(self.step[1])
+        scale = 1.0 / self.cell
+        cx = np.floor((points[:, 0] - ox) * scale)
+        cy = np.floor((points[:, 1] - oy) * scale)
+        np.clip(cx, -1.0, lx, out=cx)
+        np.clip(cy, -1.0, ly, out=cy)
+        cy *= row
+        cx += cy
+        cx += self.offset
+        out: NDArray[np.int8] = self.flat[cx.astype(np.intp)]
         return out
 
     def depth(self, x: float, y: float) -> float:

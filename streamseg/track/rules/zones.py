@@ -75,7 +75,9 @@ class ZoneState:
 
     def seen(self) -> int:
         """Tracks inside after this frame's observations, before removed tracks leave."""
-        return self.inside.count(IN) if self._seen is None else self._seen
+        if self._seen is None:  # no drop comes between this and the next frame's advance
+            self._seen = self.inside.count(IN)
+        return self._seen
 
     def drop(self, view: TrackView) -> NDArray[np.int8]:
         """Forget ``view``'s removed tracks (once per frame); their states before."""
