@@ -3,7 +3,7 @@
 lists both cameras with their owner; the live view of the camera w1 serves is
 fetched from w1's console (its frames are w1's, as published to Redis); the
 events list w1's alerts (read from the Redis alert stream) beside w0's own, with
-w1's snapshot; when w1 leaves, its camera shows as unassigned."""
+w1's snapshot; when w1 leaves, w0 takes its camera and the tile shows w0's frames."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from streamseg.console.fleet import HOP
+from streamseg.fleet.placement import place
 from streamseg.fleet.store import FleetStore
 from tests.service.test_console_browser import PIXELS_JS, SNAPSHOT_JS
 from tests.support.browser import browser, screenshot
@@ -125,11 +126,18 @@ def test_one_console_shows_the_whole_fleet(tmp_path: Path, redis_server: RedisSe
             poll(lambda: "(on w1)" in driver.find_element(By.CSS_SELECTOR, row).text, 10,
                  "the health row of w1's camera")  # fmt: skip
 
-            # w1 leaves (capacity 1 each: nobody may take its camera).
+            # w1 leaves: w0 (capacity 1) serves what the placement gives it alone; here
+            # it hands its own camera over and takes w1's, whose tile then shows w0's frames.
+            after = place(["a", "b"], {"w0": 1})
+            assert after[theirs] == "w0", after  # what the ids and names give
             assert w1.terminate() == 0, w1.tail()
-            poll(lambda: _tiles(driver)[theirs]["state"] == "unassigned", 15, "unassigned")
-            assert _tiles(driver)[theirs]["owner"] == ""
-            assert _tiles(driver)[mine]["state"] == "streaming"
+            poll(lambda: {c: (t["owner"], t["state"]) for c, t in _tiles(driver).items()}
+                 == {theirs: ("w0", "streaming"), mine: ("", "unassigned")}, 30,
+                 "the handover in the page")  # fmt: skip
+            assert _tiles(driver)[theirs]["remote"] == "false"
+            moved = poll(lambda: driver.execute_script(PIXELS_JS, theirs), 20, "a frame of w0's")
+            poll(lambda: driver.execute_script(PIXELS_JS, theirs)[2] != moved[2], 15, "new frames")
+            screenshot(driver, "fleet-handover")
     finally:
         for w in (w0, w1):
             w.terminate()
