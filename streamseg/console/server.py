@@ -14,6 +14,7 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
     GET    /api/health                        cameras now and their last 15 minutes, sinks, model
     GET    /api/events                        recent alerts (camera rule kind label since until)
     GET    /api/events/{n}/snapshot.jpg       an alert's snapshot (its track, zone or line)
+                                              (``WORKER:N``: another worker's, fetched from it)
     GET    /api/events/{n}/clip               an alert's recorded clip (record.clips on)
     GET    /api/cameras/{id}/alerts           the camera's zones, lines and rules
     PUT    /api/cameras/{id}/alerts           replace them all
@@ -24,7 +25,10 @@ Routes (all JSON unless said; errors are ``{"error", "issues": [{"field",
 The changes (POST, PUT, DELETE) are ``streamseg.console.changes``'s: they go
 through ``PipelineEditor`` (validated with pipeline.yaml's schema, saved in
 the pipeline file) and then to the running service, without a restart.
-Who may call what: ``streamseg.console.auth``.
+Who may call what: ``streamseg.console.auth``. In a fleet, a camera another
+worker serves is listed with its owner, and its live view is fetched from
+the owner's console (``streamseg.console.fleet``); so are the snapshots of
+the other workers' alerts, which the events list beside this worker's own.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from streamseg.console.changes import ChangeAPI
 from streamseg.console.config import HttpConfig
 from streamseg.console.editor import PipelineEditor
 from streamseg.console.events import EventLog
+from streamseg.console.fleet import FleetPeers, matches, proxy, remote_event, split_event_id
 from streamseg.console.health import FIELDS as HEALTH_FIELDS
 from streamseg.console.health import HealthHistory
 from streamseg.console.live import LiveFrame, LiveView
@@ -74,6 +79,7 @@ class Console:
         http: the ``http:`` section (token, live fps, JPEG quality).
         editor: the pipeline file's editor (``None``: changes are off).
         events: recent alerts with snapshots (``None``: no timeline).
+        fleet: the other workers of this worker's fleet (``None``: no fleet).
     """
 
     def __init__(
@@ -84,9 +90,10 @@ class Console:
         http: HttpConfig,
         editor: PipelineEditor | None,
         events: EventLog | None = None,
+        fleet: FleetPeers | None = None,
     ) -> None:
         self.backend, self.live, self.http, self.editor = backend, live, http, editor
-        self.events = events
+        self.events, self.fleet = events, fleet
         self.health = HealthHistory(interval=http.health_interval)
 
     def install(self, app: web.Application) -> None:
@@ -158,8 +165,9 @@ class Console:
 
     # -- events -----------------------------------------------------------------
     async def list_events(self, request: web.Request) -> web.Response:
-        """``?camera= &rule= &kind= &label= &since= &until= &limit=`` (times: Unix seconds)."""
-        if self.events is None:
+        """``?camera= &rule= &kind= &label= &since= &until= &limit=`` (times: Unix seconds);
+        in a fleet, the other workers' alerts too (from Redis), newest first."""
+        if self.events is None and self.fleet is None:
             return json_response({"events": [], "snapshots": False})
         q = request.query
         try:
@@ -170,18 +178,17 @@ class Console:
             raise http_error(
                 400, "query", "since/until are Unix seconds, limit a count", None
             ) from None
-        events = self.events.list(
-            camera=q.get("camera") or None,
-            rule=q.get("rule") or None,
-            kind=q.get("kind") or None,
-            label=q.get("label") or None,
-            since=since,
-            until=until,
-            limit=max(1, min(limit, 1000)),
-        )
+        filters: dict[str, Any] = {k: q.get(k) or None for k in ("camera", "rule", "kind", "label")}
+        filters.update(since=since, until=until, limit=max(1, min(limit, 1000)))
+        events = self.events.list(**filters) if self.events is not None else []
         for e in events:
             e.update(self._clip_fields(e))
-        return json_response({"events": events, "snapshots": True})
+        if self.fleet is not None:
+            others = [remote_event(m) for m in self.fleet.alerts()]
+            events += [e for e in others if matches(e, filters)]
+            events.sort(key=lambda e: -float(e.get("time", 0)))
+            del events[filters["limit"] :]
+        return json_response({"events": events, "snapshots": self.events is not None})
 
     def _clip_fields(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """``clip``: the clip's URL once recording it began (else ``None``); ``clip_ready``."""
@@ -190,9 +197,11 @@ class Console:
             return {"clip": None, "clip_ready": False}
         return {"clip": f"/api/events/{event['id']}/clip", "clip_ready": found[1]}
 
-    async def event_clip(self, request: web.Request) -> web.FileResponse:
+    async def event_clip(self, request: web.Request) -> web.StreamResponse:
         """The event's clip, once finished (404 while it is written, or without one)."""
         eid = request.match_info["eid"]
+        if (passed_on := await self._from_worker(request, "clip")) is not None:
+            return passed_on
         event = self.events.get(int(eid)) if self.events is not None and eid.isdigit() else None
         found = self.backend.clip_for(event["camera_id"], event.get("pts")) if event else None
         if found is None or not found[0].is_file():
@@ -202,7 +211,9 @@ class Console:
         kind = "video/x-matroska" if found[0].suffix == ".mkv" else "video/mp4"
         return web.FileResponse(found[0], headers={"Content-Type": kind})
 
-    async def event_snapshot(self, request: web.Request) -> web.FileResponse:
+    async def event_snapshot(self, request: web.Request) -> web.StreamResponse:
+        if (passed_on := await self._from_worker(request, "snapshot.jpg")) is not None:
+            return passed_on
         path = None
         if self.events is not None and request.match_info["eid"].isdigit():
             path = self.events.snapshot(int(request.match_info["eid"]))
@@ -212,9 +223,36 @@ class Console:
             )
         return web.FileResponse(path, headers={"Content-Type": "image/jpeg"})
 
+    async def _from_worker(self, request: web.Request, what: str) -> web.StreamResponse | None:
+        """Another worker's event ``WORKER:N``: its ``what``, fetched from that worker."""
+        other = split_event_id(request.match_info["eid"])
+        if other is None:
+            return None
+        console = self.fleet.worker_console(other[0]) if self.fleet is not None else None
+        if console is None:
+            raise http_error(404, "event", f"no console of worker {other[0]!r} is known", None)
+        return await proxy(request, console, f"/api/events/{other[1]}/{what}")
+
     # -- live -----------------------------------------------------------------
+    def _elsewhere(self, cid: str) -> str | None:
+        """The console of the worker that serves ``cid`` when another one does (404 when
+        that worker has no console)."""
+        info = self.backend.cameras().get(cid, {})
+        if not info.get("remote"):
+            return None
+        console = self.fleet.console_of(cid) if self.fleet is not None else None
+        if console is None:
+            owner = info.get("owner")
+            raise http_error(
+                404, "camera", f"camera {cid!r} is served by {owner or 'no worker'}, "
+                "whose console is not known here", "set fleet.console_url on every worker",
+            )  # fmt: skip
+        return console
+
     async def mjpeg(self, request: web.Request) -> web.StreamResponse:
         cid = camera_of(request, self.backend)
+        if (console := self._elsewhere(cid)) is not None:
+            return await proxy(request, console, request.path)
         response = web.StreamResponse(
             headers={
                 "Content-Type": f"multipart/x-mixed-replace; boundary={BOUNDARY}",
@@ -229,9 +267,9 @@ class Console:
         with self.live.watch(cid):
             try:
                 while True:
-                    if loop_time() - last_check >= 1.0:  # a camera removed ends its stream
+                    if loop_time() - last_check >= 1.0:  # a camera removed (or moved) ends
                         last_check = loop_time()
-                        if cid not in self.backend.cameras():
+                        if self.backend.cameras().get(cid, {"remote": True}).get("remote"):
                             break
                     frame = self.live.latest(cid)
                     if frame is not None and frame.seq != last_seq:
@@ -247,9 +285,11 @@ class Console:
                 pass
         return response
 
-    async def frame_image(self, request: web.Request) -> web.Response:
+    async def frame_image(self, request: web.Request) -> web.StreamResponse:
         """The next live frame with overlays; ``X-Frame-Seq`` names it (PNG: exact colours)."""
         cid = camera_of(request, self.backend)
+        if (console := self._elsewhere(cid)) is not None:
+            return await proxy(request, console, request.path)
         fmt = request.match_info["fmt"]
         loop = asyncio.get_running_loop()
         with self.live.watch(cid):

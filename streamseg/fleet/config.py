@@ -6,6 +6,7 @@ Example::
       name: ${HOSTNAME}      # unique per worker; default: the host name
       capacity: 8            # cameras this worker serves at most
       lease_s: 5             # a camera's lease; its holder renews it
+      console_url: http://${POD_IP}:8080   # where the other workers reach this one's console
 
 Without the section (the default) ``serve`` runs the cameras of
 pipeline.yaml (or its ``--shard``) alone. With it, the camera list lives in
@@ -46,6 +47,7 @@ class FleetConfig(StrictModel):
     capacity: int = Field(default=8, ge=1, le=10_000)
     lease_s: float = Field(default=5.0, ge=2.0, le=600.0)
     guard_s: float | None = Field(default=None, gt=0.0)
+    console_url: str | None = Field(default=None, pattern=r"^https?://[^/\s]+/?$")
 
     @field_validator("name")
     @classmethod

@@ -3,7 +3,8 @@
 Keys (``P`` is ``redis.stream_prefix``)::
 
     P:fleet:workers           SET    names of workers that announced themselves
-    P:fleet:worker:NAME       STRING JSON {name, capacity, cameras: {id: state}, beat, started}
+    P:fleet:worker:NAME       STRING JSON {name, capacity, cameras: {id: state}, beat, started,
+                                     console (its console's address, or null)}
                                      expires lease_s after the last heartbeat
     P:fleet:cameras           HASH   camera id -> the camera's config as JSON
     P:fleet:seeded            STRING set once pipeline.yaml has seeded the camera list
@@ -77,13 +78,15 @@ class Lease:
 
 @dataclasses.dataclass(frozen=True)
 class WorkerInfo:
-    """A worker's heartbeat: capacity, its cameras' states, last beat (unix seconds)."""
+    """A worker's heartbeat: capacity, its cameras' states, last beat (unix seconds),
+    and the address of its console (``http://HOST:PORT``; ``None``: it has none)."""
 
     name: str
     capacity: int
     cameras: dict[str, str]
     beat: float
     started: float
+    console: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -91,7 +94,10 @@ class WorkerInfo:
     @classmethod
     def from_json(cls, text: str | bytes) -> WorkerInfo:
         d = json.loads(text)
-        return cls(d["name"], int(d["capacity"]), dict(d["cameras"]), d["beat"], d["started"])
+        return cls(
+            d["name"], int(d["capacity"]), dict(d["cameras"]), d["beat"], d["started"],
+            d.get("console"),
+        )  # fmt: skip
 
 
 class FleetStore:
@@ -210,6 +216,7 @@ class FleetStore:
                     "cameras": sorted(w.cameras),
                     "last_beat": w.beat,
                     "started": w.started,
+                    "console": w.console,
                 }
                 for n, w in workers.items()
             },

@@ -34,6 +34,7 @@ from streamseg.fleet.config import FleetConfig
 from streamseg.fleet.host import CameraHost
 from streamseg.fleet.placement import place
 from streamseg.fleet.store import FleetStore, Lease, WorkerInfo, keyspace_events, relevant
+from streamseg.fleet.view import FleetView
 from streamseg.ingest.config import CameraConfig
 from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.sink import Message
@@ -85,9 +86,12 @@ class FleetWorker:
         self._closed = threading.Event()
         self._actions: dict[str, threading.Thread] = {}
         self._threads: list[threading.Thread] = []
-        self._remote: tuple[float, dict[str, dict[str, Any]]] = (-1e9, {})
+        self.console: str | None = None  # this worker's console address (``advertise``)
         self.store = FleetStore(
             self._client(min(1.0, config.lease_s / 5)), prefix=redis.stream_prefix
+        )
+        self.view = FleetView(
+            store=self.store, name=self.name, held=self.held, prefix=redis.stream_prefix
         )
 
     def _client(self, timeout: float) -> Any:
@@ -126,29 +130,14 @@ class FleetWorker:
         self.wake()
 
     def remote_cameras(self) -> dict[str, dict[str, Any]]:
-        """The fleet's cameras served by other workers (or by none), for the console:
-        ``{id: {id, url (redacted), owner, state, epoch, since}}``; ``{}`` while Redis is
-        away. Read at most once a second."""
-        import redis
+        """The fleet's cameras served by other workers (or by none), for the console
+        (``FleetView.cameras``)."""
+        return self.view.cameras()
 
-        from streamseg.redact import redact_url
-
-        now = time.monotonic()
-        if now - self._remote[0] < 1.0:
-            return self._remote[1]
-        try:
-            cameras = self.store.cameras()
-            rows = self.store.snapshot()["cameras"]
-        except redis.RedisError:
-            return {}
-        held = self.held()
-        out = {
-            cid: {"id": cid, "url": redact_url(cam.url), **rows.get(cid, {})}
-            for cid, cam in cameras.items()
-            if cid not in held
-        }
-        self._remote = (now, out)
-        return out
+    def advertise(self, console: str | None) -> None:
+        """Announce ``console`` (``http://HOST:PORT``) as this worker's console from the
+        next heartbeat on: other workers' consoles fetch its cameras' live views there."""
+        self.console = console
 
     def held(self) -> dict[str, int]:
         """``{camera: epoch}`` of the cameras this worker holds now."""
@@ -250,7 +239,9 @@ class FleetWorker:
         states = self.host.camera_states()
         with self._lock:
             mine = {c: states.get(c, "starting") for c in self._held}
-        info = WorkerInfo(self.name, self.config.capacity, mine, time.time(), self.started)
+        info = WorkerInfo(
+            self.name, self.config.capacity, mine, time.time(), self.started, self.console
+        )
         ok = self._try(lambda: self.store.beat(info, self.config.lease_s), "heartbeat")
         if ok and not self.joined:
             self._try(lambda: self.store.notify(f"joined {self.name}"), "announce")

@@ -3,13 +3,16 @@
 The console asks for the cameras' state and rates, the model's class
 names and the alert rules that run, and hands over new rules. This adapter
 answers from the ``Service`` and its ``Pipeline`` (which appears only once
-the model is loaded; until then the configured values stand).
+the model is loaded; until then the configured values stand). In a fleet it
+lists the fleet's other cameras too (``remote``, with their ``owner``), and
+the console reaches the other workers through ``streamseg.fleet.view``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import socket
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from streamseg.console.live import LiveView
     from streamseg.runtime.service import Service
 
-__all__ = ["ServiceConsole", "build_console", "event_log", "live_issues"]
+__all__ = ["ServiceConsole", "build_console", "console_address", "event_log", "live_issues"]
 
 log = logging.getLogger("streamseg.runtime")
 
@@ -55,9 +58,13 @@ class ServiceConsole:
                 **{word: counts.get(word, 0) for word in FRAME_COUNTERS},
             )
             out[cam.id] = info
-        if self.service.fleet is not None:  # the fleet's other cameras, with their owner
-            for cid, row in self.service.fleet.remote_cameras().items():
-                out.setdefault(cid, {**dict.fromkeys(FRAME_COUNTERS, 0), "fps": None, **row})
+        fleet = self.service.fleet
+        if fleet is not None:  # the fleet's other cameras, with their owner
+            for info in out.values():
+                info.update(owner=fleet.name, remote=False)
+            for cid, row in fleet.remote_cameras().items():
+                empty = {**dict.fromkeys(FRAME_COUNTERS, 0), "fps": None, "reconnects": 0}
+                out.setdefault(cid, {**empty, "stalls": 0, **row, "remote": True})
         return out
 
     def status(self) -> dict[str, Any]:
@@ -167,8 +174,24 @@ def build_console(
     editor = (
         PipelineEditor(service.pipeline_path, validate=validate) if service.pipeline_path else None
     )
-    console = Console(backend=backend, live=live, http=h, editor=editor, events=events)
+    fleet = service.fleet
+    if fleet is not None:  # the other workers' consoles fetch this one's live views here
+        fleet.advertise(console_address(h, fleet.config.console_url))
+    view = fleet.view if fleet is not None else None
+    console = Console(backend=backend, live=live, http=h, editor=editor, events=events, fleet=view)
     return live, console.install
+
+
+def console_address(h: HttpConfig, url: str | None) -> str | None:
+    """This worker's console as other workers reach it: ``url`` (``fleet.console_url``),
+    else ``http://HOST:PORT`` of the ``http:`` section (the host name for a wildcard
+    host; ``None`` for ``port: 0``, known only once bound)."""
+    if url is not None:
+        return url.rstrip("/")
+    if h.port == 0:
+        return None
+    host = socket.gethostname() if h.host in ("0.0.0.0", "::", "") else h.host
+    return f"http://[{host}]:{h.port}" if ":" in host else f"http://{host}:{h.port}"
 
 
 def live_issues(service: Service, config: PipelineConfig) -> list[ConfigIssue]:

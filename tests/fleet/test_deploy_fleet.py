@@ -12,7 +12,8 @@ from streamseg.config import ConfigError, load_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = REPO / "deploy/k8s/fleet"
-ENV = {"CAM_USER": "u", "CAM_PASSWORD": "p", "REDIS_PASSWORD": "r", "POD_NAME": "pod-abc12"}
+ENV = {"CAM_USER": "u", "CAM_PASSWORD": "p", "REDIS_PASSWORD": "r", "POD_NAME": "pod-abc12",
+       "POD_IP": "10.1.2.3"}  # fmt: skip
 
 
 def _docs(name: str) -> list[dict]:  # type: ignore[type-arg]
@@ -29,6 +30,7 @@ def test_fleet_pipeline_is_valid_but_for_the_checkpoint(tmp_path: Path) -> None:
     path.write_text(text)
     config = load_pipeline(path, environ=ENV)
     assert config.fleet is not None and config.fleet.worker_name == "pod-abc12"
+    assert config.fleet.console_url == "http://10.1.2.3:8080"
 
 
 def test_deployment_has_no_shard_and_the_hpa_scales_it() -> None:
@@ -36,7 +38,7 @@ def test_deployment_has_no_shard_and_the_hpa_scales_it() -> None:
     assert deployment["kind"] == "Deployment" and service["kind"] == "Service"
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"] for e in container["env"]}
-    assert "POD_NAME" in env and "STREAMSEG_SHARD" not in env
+    assert "POD_NAME" in env and "POD_IP" in env and "STREAMSEG_SHARD" not in env
     (hpa,) = _docs("hpa.yaml")
     assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     (kustomization,) = _docs("kustomization.yaml")

@@ -10,6 +10,11 @@ tokenInput.addEventListener("change", () => sessionStorage.setItem("streamseg-to
 
 function token() { return tokenInput.value.trim(); }
 function withToken(url) { return token() ? `${url}?token=${encodeURIComponent(token())}` : url; }
+// A tile's live view; `n` changes the address when the camera changes hands (a new stream).
+function liveUrl(id, n) {
+  const url = withToken(`/api/cameras/${encodeURIComponent(id)}/live.mjpg`);
+  return n ? `${url}${url.includes("?") ? "&" : "?"}n=${n}` : url;
+}
 
 async function api(method, path, body) {
   const headers = { "Content-Type": "application/json" };
@@ -28,9 +33,9 @@ function tile(id) {
   el.dataset.camera = id;
   el.innerHTML = `<div class="view"><img alt="live view of ${id}"></div>
     <div class="caption"><span class="id"></span><span class="state"></span><span class="fps"></span>
-    <button class="draw-btn" type="button">draw</button><span class="url"></span></div>`;
+    <a class="owner"></a><button class="draw-btn" type="button">draw</button><span class="url"></span></div>`;
   el.querySelector(".id").textContent = id;
-  el.querySelector("img").src = withToken(`/api/cameras/${encodeURIComponent(id)}/live.mjpg`);
+  el.querySelector("img").src = liveUrl(id, 0);
   el.querySelector(".draw-btn").addEventListener("click", () => editor.open(id));
   document.getElementById("grid").appendChild(el);
   tiles.set(id, el);
@@ -51,12 +56,28 @@ async function refresh() {
     el.querySelector(".fps").textContent = cam.fps == null ? "" : `${cam.fps.toFixed(1)} fps`;
     el.querySelector(".url").textContent = cam.url;
     el.dataset.state = cam.state;
+    showOwner(el, cam);
   }
   for (const [id, el] of tiles) {
     if (!data.cameras[id]) { el.remove(); tiles.delete(id); }
   }
   fillChoices("camera", Object.keys(data.cameras));
   fillChoices("kind", data.alert_kinds || []);
+}
+
+// In a fleet: who serves the camera, a link to its console when another worker does;
+// when the camera changes hands the tile opens its live view anew (through its new owner).
+function showOwner(el, cam) {
+  const owner = el.querySelector(".owner");
+  owner.textContent = cam.owner ? `on ${cam.owner}` : "";
+  if (cam.remote && cam.console) owner.href = cam.console; else owner.removeAttribute("href");
+  el.dataset.remote = cam.remote ? "true" : "false";
+  const was = el.dataset.owner;
+  el.dataset.owner = cam.owner || "";
+  if (was !== undefined && was !== el.dataset.owner) {
+    el.dataset.handovers = String(Number(el.dataset.handovers || 0) + 1);
+    el.querySelector("img").src = liveUrl(cam.id, el.dataset.handovers);
+  }
 }
 
 // The events filter's choices: the cameras served now, the alert kinds there are.
@@ -172,6 +193,8 @@ async function refreshEvents() {
     li.dataset.event = e.id;
     li.dataset.rule = e.rule;
     li.dataset.kind = e.kind;
+    li.dataset.camera = e.camera_id;
+    if (e.worker) li.dataset.worker = e.worker;
     const what = `${e.label_name || ""}${e.track_id != null ? ` #${e.track_id}` : ""}` +
       `${e.count != null ? ` (${e.count})` : ""}`;
     const cells = [
@@ -194,7 +217,8 @@ function openEvent(e, li) {
   for (const other of shown.values()) other.classList.remove("selected");
   li.classList.add("selected");
   document.getElementById("event-detail").hidden = false;
-  document.getElementById("event-snapshot").src = withToken(e.snapshot);
+  const snapshot = document.getElementById("event-snapshot");
+  if (e.snapshot) snapshot.src = withToken(e.snapshot); else snapshot.removeAttribute("src");
   openId = e.id;
   showClip(latest.get(e.id) || e);
   const why = {
@@ -248,8 +272,9 @@ async function refreshHealth() {
     const tr = document.createElement("tr");
     tr.dataset.camera = cam.id;
     // record.retention: a full disk stops recording (serving goes on); say so next to the state
-    const state = cam.recording === "disk_full" ? `${cam.state}, RECORDING STOPPED: disk full` : cam.state;
-    const cells = [cam.id, state, null, null, `${cam.skipped} / ${cam.lost}`, String(cam.reconnects), String(cam.stalls), cam.last_error || ""];
+    let state = cam.recording === "disk_full" ? `${cam.state}, RECORDING STOPPED: disk full` : cam.state;
+    if (cam.remote) state += ` (on ${cam.owner || "no worker"})`;  // a fleet's camera another worker serves
+    const cells = [cam.id, state, null, null, `${cam.skipped} / ${cam.lost}`, String(cam.reconnects ?? ""), String(cam.stalls ?? ""), cam.last_error || ""];
     cells.forEach((text, i) => {
       const td = document.createElement("td");
       if (i === 2) td.appendChild(sparkline(cam.history.map(p => p[col.fps])));
