@@ -215,10 +215,12 @@ def test_numbers_are_rounded_the_same_in_every_message_kind() -> None:
 
 
 def test_alert_kind_is_an_enum_of_the_rules_registry() -> None:
+    from streamseg.record.events import RECORD_EVENTS
     from streamseg.track.alerts import ALERT_KINDS
 
     schema = load_schema("alert")
-    assert schema["properties"]["kind"]["enum"] == list(ALERT_KINDS)
+    # The rules' kinds, then recording's own (disk_full: streamseg.schemas.contract).
+    assert schema["properties"]["kind"]["enum"] == [*ALERT_KINDS, *RECORD_EVENTS]
     assert "crowding_end" in ALERT_KINDS
     ok = alert_message(Event(rule="r", kind="crowding_end", camera_id="c", time=1.0, frame_seq=1))
     jsonschema.validate(ok, schema)
