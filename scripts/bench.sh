@@ -120,7 +120,7 @@ for objects in 10 50; do
   done
 done
 # docs/operations.md: JSON encoding and the Redis sink against redis-benchmark
-run publish python -m streamseg.publish.bench "${publish[@]}"
+run publish python -m streamseg.bench.publish "${publish[@]}"
 # docs/ingest.md: synthetic scene rendering
 run synth streamseg synth --bench "${synth[@]}"
 # docs/operations.md (GPU dispatch counts): one inference of the CUDA path, counted on the CPU

@@ -3,7 +3,7 @@
 torchvision does not import beside this project's torch (its C++ ops need
 the torch they were built for), so this runs in a throw-away virtual
 environment outside the checkout, with the checkout on ``PYTHONPATH`` for
-``streamseg.ops.dispatch``:
+``streamseg.bench.emulated``:
 
     python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch==2.14.1 torchvision==0.29.1
     TRITON_INTERPRET=1 PYTHONPATH=. /tmp/tv/bin/python scripts/dispatch_torchvision.py \\
@@ -27,7 +27,7 @@ import os
 
 import torch
 
-from streamseg.ops.dispatch import emulated_gpu
+from streamseg.bench.emulated import emulated_gpu
 
 # torchvision ops that sync with the host inside (their result's size is read from the device).
 SYNCING_OPS = ("torchvision::nms",)

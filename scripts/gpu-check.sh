@@ -20,10 +20,10 @@
 #   parity         streamseg's R50-FPN vs torchvision's maskrcnn_resnet50_fpn,
 #                  same weights, same 1080p frames: fp32 with TF32 off must
 #                  give the same detections, bf16 must find what fp32 finds
-#                  (python -m streamseg.segment.versus parity)
+#                  (python -m streamseg.bench.versus parity)
 #   timing         the two side by side, alternated in one process: batch 1
 #                  and 8, fp32 and bf16, eager, then inductor as time allows
-#                  (python -m streamseg.segment.versus timing)
+#                  (python -m streamseg.bench.versus timing)
 #   clip, pipeline four 1080p H.264 cameras (a clip made here from the
 #                  synthetic scene), model only vs end to end (bench pipeline)
 #   bench_ops      our kernels vs the reference and torchvision's CUDA ops
@@ -106,7 +106,7 @@ json.dump(env, open(sys.argv[1] + "/env.json", "w"), indent=1)
 print(json.dumps(env))
 ' "$OUT"
 
-tests=(tests/ops/test_ops_triton.py tests/ops/test_ops_bench.py tests/segment/test_preprocess.py
+tests=(tests/ops/test_ops_triton.py tests/bench/test_bench_ops.py tests/segment/test_preprocess.py
        tests/train/test_train_precision.py tests/gpu)
 deselect=()
 has nvidia.dali || deselect=(--deselect tests/gpu/test_gpu_questions.py::test_dali_nvdec_h264_matches_pyav)
@@ -115,8 +115,8 @@ step tests 150 "$PY" -m pytest -q -p no:cacheprovider -p no:randomly \
   --junitxml="$OUT/tests.xml" "${tests[@]}" "${deselect[@]}"
 
 if has torchvision; then
-  step parity 120 "$PY" -m streamseg.segment.versus parity --out "$OUT/parity.json"
-  step timing 170 "$PY" -m streamseg.segment.versus timing --out "$OUT/timing.json" --budget 140
+  step parity 120 "$PY" -m streamseg.bench.versus parity --out "$OUT/parity.json"
+  step timing 170 "$PY" -m streamseg.bench.versus timing --out "$OUT/timing.json" --budget 140
 else
   reason="torchvision is not installed: $(why_not torchvision)"
   report skip "$OUT" parity "$reason"

@@ -50,9 +50,9 @@ SPREAD = ("tests/cli/test_startup_errors.py::test_serve_stops_on_the_mistake[",)
 LONGEST_FIRST = (
     "tests/runtime/test_model_faults.py",
     "tests/segment/test_backend_mask2former.py",
-    "tests/segment/test_dispatch.py",
+    "tests/bench/test_bench_dispatch.py",
     "tests/models/test_detectron2.py",
-    "tests/segment/test_bench_model_cli.py",
+    "tests/bench/test_bench_model_cli.py",
     "tests/segment/test_backend_aot.py",
     "tests/record/test_record.py",
     "tests/service/test_serve_swap.py",
@@ -60,7 +60,7 @@ LONGEST_FIRST = (
     "tests/train/test_train_evaluate.py",
     "tests/ops/test_ops_triton.py",
     "tests/segment/test_backend_inductor.py",
-    "tests/service/test_bench_pipeline.py",
+    "tests/bench/test_bench_pipeline.py",
 )
 
 

@@ -1,4 +1,4 @@
-"""The benchmark harness: what ``streamseg bench pipeline`` runs and measures.
+"""The benchmarks; first the harness of ``streamseg bench pipeline``, what it runs and measures.
 
 Both of its main runs use the same model (batch size, backend) on the same
 recorded clip:
@@ -26,4 +26,13 @@ from memory (:class:`clips.MemorySource`: decoding costs nothing).
 
 Modules: ``clips`` (frames in), ``runs`` (the timed runs), ``report`` (the
 figures), ``redis_server`` (a Redis to publish to), ``live``, ``oracle``.
+
+The other benchmarks live here too, with what only they use, so that no
+serving package imports a benchmark or the synthetic scenes they feed on:
+``model`` (``bench model``), ``ops`` (``bench ops``), ``dispatch``
+(``bench dispatch``) and ``emulated`` (the emulated GPU it counts on),
+``publish`` (``python -m streamseg.bench.publish``), ``parity`` and
+``versus`` (``scripts/gpu-check.sh``'s parity and timing steps), ``train*``
+(``bench train``), ``fleet*`` (``bench fleet``), and the local servers
+(``redis_server``, ``mqtt_server``, ``rtsp_server``).
 """

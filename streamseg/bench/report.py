@@ -7,6 +7,7 @@ import resource
 from collections.abc import Sequence
 from typing import Any
 
+from streamseg.percentiles import percentile
 from streamseg.runtime.stats import STAGE_CPU
 
 __all__ = [
@@ -18,7 +19,6 @@ __all__ = [
     "median_round",
     "oracle_summary",
     "peak_rss_mb",
-    "percentile",
     "summary",
 ]
 
@@ -46,21 +46,13 @@ class BenchResult:
 def latency_ms(latencies: Sequence[float]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for q in (50, 90, 99):
-        v = percentile(latencies, q)
-        out[f"latency_p{q}_ms"] = None if v is None else round(v * 1000, 1)
+        out[f"latency_p{q}_ms"] = round(percentile(latencies, q) * 1000, 1) if latencies else None
     return out
 
 
 def peak_rss_mb() -> float:
     """Peak resident memory of this process, MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    data = sorted(values)
-    return data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))]
 
 
 # Issue 15: the pipeline should run at this share of the model's own frames/s.

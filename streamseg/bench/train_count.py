@@ -2,7 +2,7 @@
 
 The iteration of :mod:`streamseg.bench.train` (the trainer's own
 ``forward``, ``backward``, ``check_losses`` and ``optimizer_step``) runs on
-the emulated GPU of :mod:`streamseg.ops.dispatch`, the CUDA code path:
+the emulated GPU of :mod:`streamseg.bench.emulated`, the CUDA code path:
 torch ops dispatched, kernel launches and host syncs, per phase (``data``:
 the micro-batch's copy to the device and its preprocessing there;
 ``losses``: the loss terms kept per micro-batch and the one read of them
@@ -37,8 +37,8 @@ def count_train(spec: TrainBenchSpec, *, proposals: int | None = None) -> dict[s
     Returns ``{"benchmark", settings..., "per_iteration": totals, "phases":
     {phase: totals}, "syncs": {site: n}, "top_ops", "memory_mb"}``.
     """
+    from streamseg.bench.emulated import EmulationError, emulated_gpu
     from streamseg.models import arch_family
-    from streamseg.ops.dispatch import EmulationError, emulated_gpu
 
     os.environ.setdefault("TRITON_INTERPRET", "1")
     options = dict(spec.options)

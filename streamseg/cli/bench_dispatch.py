@@ -1,7 +1,7 @@
 """``streamseg bench dispatch``: a batch's GPU launches and host syncs, counted on a CPU.
 
 Runs one ``Segmenter.segment`` of the CUDA code path on an emulated GPU
-(:mod:`streamseg.ops.dispatch`): with the Triton kernels (``triton``) and
+(:mod:`streamseg.bench.emulated`): with the Triton kernels (``triton``) and
 with the PyTorch reference ops (``reference``), and prints one JSON object:
 per path ``ops_per_frame`` (torch ops dispatched), ``kernel_launches_per_frame``
 (Triton launches included), ``host_syncs_per_frame`` (and each per batch, by
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "bench dispatch runs the Triton kernels interpreted: unset TRITON_INTERPRET"
         )
-    from streamseg.segment.dispatch import PATHS, count_dispatch
+    from streamseg.bench.dispatch import PATHS, count_dispatch
 
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip())
     unknown = [p for p in paths if p not in PATHS]

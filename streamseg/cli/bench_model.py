@@ -110,9 +110,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from streamseg.bench.model import bench_interleaved, bench_segmenter, synthetic_batches
     from streamseg.models.checkpoint import CheckpointError
     from streamseg.segment import Segmenter
-    from streamseg.segment.bench import bench_interleaved, bench_segmenter, synthetic_batches
 
     size = parse_size(args.size)
     if args.batch < 1 or args.iters < 1 or args.warmup < 0:

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from streamseg.ops.bench import run_benchmarks
+    from streamseg.bench.ops import run_benchmarks
 
     if args.repeat < 1 or (args.threads is not None and args.threads < 1):
         raise UsageError("--repeat and --threads must be >= 1")

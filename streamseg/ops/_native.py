@@ -50,10 +50,10 @@ from torch import Tensor
 
 __all__ = [
     "ENV_VAR",
-    "GPU_DEVICE_TYPES",
     "NativeOpsError",
     "cache_dir",
     "enabled",
+    "is_gpu_type",
     "launch",
     "load",
     "load_gpu",
@@ -70,9 +70,6 @@ _MODES = ("auto", "reference", "native")
 _OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
 _log = logging.getLogger("streamseg.ops")
 R = TypeVar("R")
-# Device types whose tensors the Triton kernels serve: CUDA, plus the emulated GPU
-# of streamseg.ops.dispatch (a CPU stand-in that counts launches) once it is in use.
-GPU_DEVICE_TYPES: set[str] = {"cuda"}
 
 
 class NativeOpsError(RuntimeError):
@@ -276,10 +273,24 @@ def load(verbose: bool = False) -> frozenset[str]:
     return _STATE.devices
 
 
+def is_gpu_type(device_type: str) -> bool:
+    """Whether tensors of ``device_type`` are a GPU's, served by the Triton kernels.
+
+    CUDA, or the Python backend that PyTorch's ``privateuse1`` slot was renamed
+    to (the emulated GPU of :mod:`streamseg.bench.emulated`, which counts
+    launches on a CPU). PyTorch's own registration says which that is: no
+    list of ours to keep or to write to.
+    """
+    if device_type == "cuda":
+        return True
+    renamed = torch._C._get_privateuse1_backend_name()
+    return device_type == renamed and renamed != "privateuseone"
+
+
 def on_gpu(t: torch.Tensor) -> bool:
     """Whether ``t`` is on a GPU (CUDA, or the emulated one that counts dispatches):
     where a host sync stalls the device and code should avoid one."""
-    return t.device.type in GPU_DEVICE_TYPES
+    return is_gpu_type(t.device.type)
 
 
 def _constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:

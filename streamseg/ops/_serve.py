@@ -21,7 +21,7 @@ def kernels_for(t: Tensor, dtypes: tuple[torch.dtype, ...] = _FLOAT) -> Any:
     ``torch.ops.streamseg`` (C++) serves CPU tensors, ``torch.ops.streamseg_triton``
     (Triton) CUDA tensors; both take the same arguments.
     """
-    kind = "cuda" if t.device.type in _native.GPU_DEVICE_TYPES else t.device.type
+    kind = "cuda" if _native.is_gpu_type(t.device.type) else t.device.type
     if t.dtype not in dtypes or not _native.enabled(kind):
         return None
     return torch.ops.streamseg_triton if kind == "cuda" else torch.ops.streamseg

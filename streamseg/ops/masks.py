@@ -109,7 +109,7 @@ def masks_to_rle(masks: Tensor) -> list[dict[str, Any]]:
     """
     _check(masks.dim() == 3, f"masks must be (N, h, w), got shape {tuple(masks.shape)}")
     kernels = kernels_for(masks, (torch.bool, torch.uint8)) if masks.shape[0] > 0 else None
-    if kernels is not None and masks.device.type in _native.GPU_DEVICE_TYPES:
+    if kernels is not None and _native.is_gpu_type(masks.device.type):
         from streamseg.ops.triton import rle as gpu_rle
 
         # Run boundaries and lengths on the device; only the runs cross to the host.

@@ -26,7 +26,7 @@ def to_device(tensor: Tensor, device: torch.device | str) -> Tensor:
 
     On the CPU it is returned as it is; to CUDA it goes from pinned memory
     with ``non_blocking=True``; to any other device (the emulated GPU of
-    :mod:`streamseg.ops.dispatch`) with ``non_blocking=True``.
+    :mod:`streamseg.bench.emulated`) with ``non_blocking=True``.
     """
     device = torch.device(device)
     if device.type == "cpu":

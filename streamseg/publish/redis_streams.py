@@ -11,7 +11,7 @@ of a batch in one send, on a connection the sink keeps from its client's
 pool (so TLS and authentication are redis-py's); each reply is read with
 redis-py's parser (hiredis). That is about a third of the CPU time per
 message of redis-py's own pipeline, which builds every command argument by
-argument (``python -m streamseg.publish.bench``).
+argument (``python -m streamseg.bench.publish``).
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class Segmenter:
         arch: a ``streamseg.models`` architecture (``maskrcnn_small``, ...).
         weights: checkpoint path (trainer, torchvision ``.pth``, detectron2
             ``.pkl``); ``None``: random weights.
-        device: ``cpu``, ``cuda`` or ``cuda:N``.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; or a ``torch.device`` (see :func:`resolve_device`).
         precision: ``fp32``, or ``bf16``/``fp16`` autocast.
         backend: ``eager``, ``inductor``, ``aot`` (needs ``aot_package``) or
             ``tensorrt`` (see :mod:`streamseg.segment.backends`).
@@ -77,7 +77,7 @@ class Segmenter:
         *,
         arch: str,
         weights: str | None = None,
-        device: str = "cpu",
+        device: str | torch.device = "cpu",
         precision: str = "fp32",
         backend: str = "eager",
         channels_last: bool = False,
@@ -347,14 +347,22 @@ def _check_same_layout(live: dict[str, Tensor], new: dict[str, Tensor], path: st
     )
 
 
-def resolve_device(name: str, backend: str) -> torch.device:
-    """``name`` as a device this machine has; ``BackendError`` (``model.device``) otherwise."""
+def resolve_device(name: str | torch.device, backend: str) -> torch.device:
+    """``name`` as a device this machine has; ``BackendError`` (``model.device``) otherwise.
+
+    A name (``model.device``) is ``cpu``, ``cuda`` or ``cuda:N``. A
+    ``torch.device`` of another GPU type (the emulated GPU of
+    :mod:`streamseg.bench.emulated`, counting on a CPU) is taken as given: only
+    code that made that device can pass it.
+    """
+    if isinstance(name, torch.device):
+        if name.type not in ("cpu", "cuda") and _native.is_gpu_type(name.type):
+            return name
+        name = str(name)
     try:
         device = torch.device(name)
     except RuntimeError:
         device = None
-    if device is not None and device.type in _native.GPU_DEVICE_TYPES and device.type != "cuda":
-        return device  # the emulated GPU of streamseg.ops.dispatch (counting on a CPU)
     if device is None or device.type not in ("cpu", "cuda"):
         raise BackendError(
             f"device must be 'cpu', 'cuda' or 'cuda:N', got {name!r}", field="model.device"

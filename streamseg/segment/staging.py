@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from streamseg.ops.dispatch import record_sync
+from streamseg.ops.syncs import record_sync
 
 __all__ = ["BUFFERS", "FrameStaging"]
 

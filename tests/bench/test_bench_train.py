@@ -60,7 +60,7 @@ def test_bench_train_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.slow
 def test_counted_iteration_within_the_sync_budget() -> None:
     # A process of its own: autograd sizes its device queues at the process's first
-    # backward pass, which must see the emulated GPU (ops.dispatch.emulated_gpu).
+    # backward pass, which must see the emulated GPU (bench.emulated.emulated_gpu).
     args = [sys.executable, "-m", "streamseg", "bench", "train", "--arch", "maskrcnn_r50_fpn",
             "--count", "--size", "64x96", "--proposals", "64", "--threads", "1"]  # fmt: skip
     proc = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True)

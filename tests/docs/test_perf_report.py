@@ -54,7 +54,7 @@ def test_render_lists_every_figure_with_its_command(tmp_path: Path) -> None:
         "cameras": 1, "model_fps": 4.5, "e2e_fps": 4.25, "ratio": 0.944,
         "ratios": [0.95, 0.944, 0.9], "latency_p50_ms": 812.0, "live": None,
     })  # fmt: skip
-    _bench(run, "publish", "python -m streamseg.publish.bench --messages 2000", {
+    _bench(run, "publish", "python -m streamseg.bench.publish --messages 2000", {
         "encode": [{"objects": 10, "messages_per_cpu_s": 364737}],
         "sink": {"messages_per_s": 99330, "messages_per_cpu_s": 293185},
         "redis_benchmark": {"messages_per_s": 102400},

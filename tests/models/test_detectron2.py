@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import torch
 
+from streamseg.bench.parity import parity_weights
 from streamseg.models import build_model
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
-from streamseg.segment.parity import parity_weights
 from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Instances

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from streamseg.bench.emulated import emulated_gpu
 from streamseg.models.maskrcnn.sampling import (
     BACKGROUND,
     IGNORE,
@@ -14,7 +15,6 @@ from streamseg.models.maskrcnn.sampling import (
     match,
     sample_labels,
 )
-from streamseg.ops.dispatch import emulated_gpu
 
 
 def _match_loop(iou: torch.Tensor, high: float, low: float, low_quality: bool) -> list[int]:

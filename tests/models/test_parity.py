@@ -20,8 +20,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from streamseg.bench.parity import parity_weights
 from streamseg.models import build_model
-from streamseg.segment.parity import parity_weights
 from streamseg.types import Instances
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torchvision-maskrcnn"

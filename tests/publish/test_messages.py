@@ -138,7 +138,7 @@ def test_detections_masks_are_coco_rle() -> None:
 def test_dumps_says_what_the_standard_library_says() -> None:
     """orjson's bytes parse to the same values as ``json.dumps``'s, they validate
     against the schemas, and NaN or infinities are refused as before."""
-    from streamseg.publish.bench import sample_message
+    from streamseg.bench.publish import sample_message
 
     def stdlib(m: object) -> bytes:
         return json.dumps(m, separators=(",", ":"), allow_nan=False).encode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from streamseg.ops.dispatch import emulated_gpu
+from streamseg.bench.emulated import emulated_gpu
 from streamseg.segment.staging import BUFFERS, FrameStaging
 
 
@@ -52,13 +52,13 @@ def test_buffers_are_used_in_turn() -> None:
 
 
 def test_the_segmenter_sends_its_frames_without_a_host_sync() -> None:
+    from streamseg.bench.model import synthetic_batches
     from streamseg.segment import Segmenter
-    from streamseg.segment.bench import synthetic_batches
 
     batch = synthetic_batches((64, 96), 2, 1)[0]
     with emulated_gpu() as (device, counts):
         with counts.paused():
-            segmenter = Segmenter(arch="maskrcnn_small", device=str(device), min_size=64)
+            segmenter = Segmenter(arch="maskrcnn_small", device=device, min_size=64)
         staged = segmenter.stage(batch)
         assert all(f.image.device == device for f in staged)
         assert [f.camera_id for f in staged] == [f.camera_id for f in batch]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from streamseg.ops.dispatch import emulated_gpu
+from streamseg.bench.emulated import emulated_gpu
 from streamseg.train.config import TrainModelConfig
 from streamseg.train.data import SyntheticDataset
 from streamseg.train.engine import run_training

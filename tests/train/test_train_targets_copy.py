@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from streamseg.bench.emulated import emulated_gpu
 from streamseg.models import InputSpec
-from streamseg.ops.dispatch import emulated_gpu
 from streamseg.train.transforms import TrainSample, train_batch
 
 

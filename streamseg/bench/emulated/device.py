@@ -1,4 +1,4 @@
-"""The emulated GPU of :mod:`streamseg.ops.dispatch`: tensors, dispatch mode, registration.
+"""The emulated GPU of :mod:`streamseg.bench.emulated`: tensors, dispatch mode, registration.
 
 A tensor of the device is a wrapper (``_Tensor``) around a CPU tensor. Every
 op that touches one goes through ``_Dispatch``, which unwraps, runs the op
@@ -19,8 +19,16 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from streamseg.bench.emulated.counts import (
+    _STATE,
+    DispatchCounts,
+    EmulationError,
+    _counts,
+    emulation,
+    record_sync,
+)
 from streamseg.ops import _native
-from streamseg.ops._counts import _STATE, DispatchCounts, EmulationError, _counts, emulation
+from streamseg.ops.syncs import add_sync_counter
 
 __all__ = [
     "DEVICE_TYPE",
@@ -332,7 +340,12 @@ class _Backend:
 
 
 def register() -> None:
-    """Rename ``privateuse1`` to :data:`DEVICE_TYPE` with a Python device guard (once)."""
+    """Rename ``privateuse1`` to :data:`DEVICE_TYPE` with a Python device guard (once).
+
+    The ops then serve its tensors as a GPU's (:func:`streamseg.ops._native.is_gpu_type`
+    reads the renaming), and the syncs serving code reports
+    (:func:`streamseg.ops.syncs.record_sync`) reach the counts.
+    """
     global _registered
     with _REGISTER_LOCK:
         if _registered:
@@ -352,7 +365,7 @@ def register() -> None:
         backend_registration._setup_privateuseone_for_python_backend(
             DEVICE_TYPE, backend_module=_Backend(), hook=Hooks()
         )
-        _native.GPU_DEVICE_TYPES.add(DEVICE_TYPE)
+        add_sync_counter(record_sync)
         _registered = True
 
 

@@ -1,6 +1,6 @@
 """How fast messages are encoded and written to Redis, per core; prints JSON.
 
-    python -m streamseg.publish.bench [--redis URL] [--messages N] [--objects K]
+    python -m streamseg.bench.publish [--redis URL] [--messages N] [--objects K]
 
 * ``encode``: ``dumps`` of detections messages of ``K`` instances each (boxes,
   scores, labels, track ids and a COCO RLE mask string per instance, as a

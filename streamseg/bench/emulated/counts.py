@@ -1,4 +1,4 @@
-"""The counts of :mod:`streamseg.ops.dispatch`, and where code reports a sync it makes."""
+"""The counts of :mod:`streamseg.bench.emulated`, and the syncs code reports it makes."""
 
 from __future__ import annotations
 
@@ -150,7 +150,9 @@ _STATE = threading.local()
 # non-CPU device in a thread of its own, which counts into the one emulation
 # (see :func:`emulation`).
 _RUNNING: list[DispatchCounts] = []
-_OURS = frozenset({__name__, "streamseg.ops._emulated", "streamseg.ops.dispatch"})
+_OURS = frozenset(
+    {__name__, "streamseg.bench.emulated.device", "streamseg.bench.emulated", "streamseg.ops.syncs"}
+)
 
 
 def _caller() -> str:
@@ -188,8 +190,8 @@ def _counts() -> DispatchCounts | None:
 def record_sync(kind: str) -> None:
     """Count one host sync the code makes explicitly (e.g. waiting on a CUDA event).
 
-    A no-op outside :func:`emulated_gpu`; call it next to the wait so that the
-    emulated count sees what the GPU run does.
+    A no-op outside :func:`emulated_gpu`. Serving code reports its waits through
+    :func:`streamseg.ops.syncs.record_sync`, which the emulated device passes here.
     """
     counts = _counts()
     if counts is not None:

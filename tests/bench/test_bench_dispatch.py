@@ -1,7 +1,7 @@
 """The GPU dispatch budgets of issue 22, counted on the CPU (``bench dispatch``).
 
 Mask R-CNN R50-FPN, the CUDA path (Triton kernels) and the PyTorch
-reference path, counted by ``streamseg.segment.dispatch`` on the emulated
+reference path, counted by ``streamseg.bench.dispatch`` on the emulated
 GPU: at most 1,500 torch ops per frame at batch 1 (the reference path within
 1.5x of that), the same count for 100 detections as for 10 (at most 1.1x),
 a batch of 8 at most twice a batch of 1, at most 5 host syncs per batch
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import torch
 
-from streamseg.ops.dispatch import emulated_gpu
-from streamseg.segment.dispatch import measure_runs
+from streamseg.bench.dispatch import measure_runs
+from streamseg.bench.emulated import emulated_gpu
 
 OPS_PER_FRAME = 1500
 SYNCS_PER_BATCH = 5
@@ -148,8 +148,8 @@ def test_cuda_syncs_are_what_the_count_says() -> None:
     mode) stay within the budget the emulated count holds in CI."""
     import warnings
 
+    from streamseg.bench.model import synthetic_batches
     from streamseg.segment import Segmenter
-    from streamseg.segment.bench import synthetic_batches
 
     batch = synthetic_batches((480, 640), 1, 1)[0]
     segmenter = Segmenter(

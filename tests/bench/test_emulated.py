@@ -1,4 +1,4 @@
-"""The emulated GPU of streamseg.ops.dispatch: what it counts as ops, launches and host syncs."""
+"""The emulated GPU of streamseg.bench.emulated: what it counts as ops, launches and host syncs."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from streamseg import ops
+from streamseg.bench.emulated import DEVICE_TYPE, EmulationError, emulated_gpu, record_sync
 from streamseg.ops import reference as ref
-from streamseg.ops.dispatch import DEVICE_TYPE, EmulationError, emulated_gpu, record_sync
 from streamseg.ops.transfer import to_device
 
 
@@ -122,3 +122,31 @@ def test_nothing_is_counted_outside_and_the_interpreter_is_required(
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(EmulationError, match="TRITON_INTERPRET=1"), emulated_gpu():
         pass
+
+
+def test_a_sync_serving_code_reports_is_counted_and_nothing_outside() -> None:
+    """Serving code reports its waits through streamseg.ops.syncs, which knows no benchmark."""
+    from streamseg.ops.syncs import record_sync as report
+
+    report("event wait")  # no emulation yet in this call: nothing to count, no error
+    with emulated_gpu() as (_, counts):
+        report("event wait")
+    assert counts.syncs == {"sync:event wait": 1}
+    # The site is the caller's (here no streamseg frame), never the reporting module.
+    assert list(counts.sync_sites) == ["sync:event wait at ?"]
+    report("event wait")
+    assert counts.syncs == {"sync:event wait": 1}
+
+
+def test_the_emulated_device_is_a_gpu_only_when_passed_as_a_device() -> None:
+    from streamseg.ops._native import is_gpu_type
+    from streamseg.segment.backends import BackendError
+    from streamseg.segment.segmenter import resolve_device
+
+    with emulated_gpu() as (device, _):
+        assert resolve_device(device, "eager") == device
+        with pytest.raises(BackendError, match="device must be 'cpu', 'cuda' or 'cuda:N'"):
+            resolve_device(str(device), "eager")  # a name, as pipeline.yaml gives one
+    assert is_gpu_type(DEVICE_TYPE) and is_gpu_type("cuda")
+    assert not any(is_gpu_type(t) for t in ("cpu", "meta", "privateuseone"))
+    assert resolve_device(torch.device("cpu"), "eager") == torch.device("cpu")

@@ -2,7 +2,7 @@
 
 One ``Segmenter.segment`` call (preprocessing, the model, post-processing,
 the results copied back: what ``serve`` runs per batch, masks as crops)
-runs on the emulated GPU of :mod:`streamseg.ops.dispatch`, once with the
+runs on the emulated GPU of :mod:`streamseg.bench.emulated`, once with the
 Triton kernels (the CUDA path: their launches counted, each op's result
 taken from its C++ twin unless ``interpret``) and once with the PyTorch
 reference ops (``STREAMSEG_OPS=reference``: the path CUDA takes without
@@ -18,7 +18,7 @@ did). For Mask2Former, D queries are kept.
 Counting runs at a small input (``--size``, default 160x160, the model's
 resize set to keep it): the number of ops of a convolution does not depend
 on the size of its input, and neither does the post-processing's (no loop
-over boxes), which ``tests/segment/test_dispatch.py`` checks. The RPN keeps
+over boxes), which ``tests/bench/test_bench_dispatch.py`` checks. The RPN keeps
 ``--proposals`` per image (default 64, the model's default is 1000), which
 only shrinks the box head's matrix products on this CPU.
 """
@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
+from streamseg.bench.emulated import DispatchCounts, emulated_gpu
 from streamseg.models import arch_family
-from streamseg.ops.dispatch import DispatchCounts, emulated_gpu
 from streamseg.segment.segmenter import Segmenter
 from streamseg.types import FrameBatch
 
@@ -114,7 +114,7 @@ def measure_runs(
             torch.manual_seed(0)
             segmenter = Segmenter(
                 arch=arch,
-                device=str(device),
+                device=device,
                 mask_crops=True,
                 **_options(arch, size, max(d for _, d in runs), proposals),
             )
@@ -140,7 +140,7 @@ def _ops_mode(path: str) -> Iterator[None]:
 
 
 def _frames(size: tuple[int, int], batch: int) -> FrameBatch:
-    from streamseg.segment.bench import synthetic_batches
+    from streamseg.bench.model import synthetic_batches
 
     return synthetic_batches(size, batch, 1)[0]
 

@@ -61,7 +61,7 @@ from collections.abc import Iterator
 
 import torch
 
-from streamseg.ops._counts import (
+from streamseg.bench.emulated.counts import (
     _RUNNING,
     _STATE,
     DeviceMemory,
@@ -69,7 +69,7 @@ from streamseg.ops._counts import (
     EmulationError,
     record_sync,
 )
-from streamseg.ops._emulated import (
+from streamseg.bench.emulated.device import (
     _ACTIVE,
     DEVICE_TYPE,
     _Dispatch,

@@ -2,8 +2,8 @@
 
 Run by ``scripts/gpu-check.sh`` (one process per step)::
 
-    python -m streamseg.segment.versus parity --out parity.json [--weights W.pth]
-    python -m streamseg.segment.versus timing --out timing.json [--budget 150]
+    python -m streamseg.bench.versus parity --out parity.json [--weights W.pth]
+    python -m streamseg.bench.versus timing --out timing.json [--budget 150]
 
 Both build the two models with the same weights (:func:`parity_weights`
 unless ``--weights`` names a torchvision checkpoint) on the same 1080p
@@ -12,7 +12,7 @@ frames (the synthetic scene, already on the GPU). streamseg runs as
 post-processing on the Triton kernels), torchvision as its model's
 ``forward`` on float frames in ``[0, 1]``.
 
-``parity``: see :mod:`streamseg.segment.parity`. ``timing``: median
+``parity``: see :mod:`streamseg.bench.parity`. ``timing``: median
 milliseconds per batch, both libraries alternated batch by batch, for
 batch 1 and 8, fp32 and bf16, eager; then inductor (streamseg's
 ``backend: inductor``; torchvision's backbone under ``torch.compile``,
@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from streamseg.segment.parity import (
+from streamseg.bench.parity import (
     Detections,
     compare_finds,
     compare_same,
@@ -125,7 +125,7 @@ def _batch(images: list[torch.Tensor]) -> Any:
 
 
 def run_parity(pair: Pair, images: list[torch.Tensor], report: Report, real: bool) -> bool:
-    """The comparisons of :mod:`streamseg.segment.parity`, per frame; whether they passed."""
+    """The comparisons of :mod:`streamseg.bench.parity`, per frame; whether they passed."""
     ours: dict[str, list[Detections]] = {}
     theirs: dict[str, list[Detections]] = {}
     for name, precision, mode in (("ieee", "fp32", "ieee"), ("bf16", "bf16", "ieee"),

@@ -1,8 +1,8 @@
-"""The comparison of ``streamseg.segment.parity`` (gpu-check's parity step), on the CPU.
+"""The comparison of ``streamseg.bench.parity`` (gpu-check's parity step), on the CPU.
 
 torchvision does not run on this machine's torch, so the matching and the
 figures are checked on streamseg against itself: the small Mask R-CNN, the
-same weights, the same frames. The GPU step (``streamseg.segment.versus``)
+same weights, the same frames. The GPU step (``streamseg.bench.versus``)
 compares with torchvision's model; that part is skipped here.
 """
 
@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from streamseg.models import build_model
-from streamseg.segment import Segmenter
-from streamseg.segment.parity import (
+from streamseg.bench.parity import (
     Detections,
     compare_finds,
     compare_same,
@@ -26,7 +24,9 @@ from streamseg.segment.parity import (
     parity_weights,
     torchvision_maskrcnn,
 )
-from streamseg.segment.versus import main as versus_main
+from streamseg.bench.versus import main as versus_main
+from streamseg.models import build_model
+from streamseg.segment import Segmenter
 from tests.segment.conftest import SMALL, scene_batch
 
 
@@ -102,7 +102,7 @@ def test_torchvision_part_needs_torchvision(tmp_path: Path) -> None:
 
 
 def test_timing_goals() -> None:
-    from streamseg.segment.versus import _goals
+    from streamseg.bench.versus import _goals
 
     rows = [
         {"config": "fp32_b1_eager", "ratio": 0.85, "streamseg_fps": 20.0},

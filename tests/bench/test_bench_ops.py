@@ -33,7 +33,7 @@ def test_bench_ops_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_ops_binary_paste_tolerance_is_the_tests() -> None:
-    from streamseg.ops.bench import BINARY_MISMATCH, _same_pixels
+    from streamseg.bench.ops import BINARY_MISMATCH, _same_pixels
 
     a = torch.zeros(1, 100, 100, dtype=torch.bool)
     b = a.clone()
@@ -46,7 +46,7 @@ def test_bench_ops_binary_paste_tolerance_is_the_tests() -> None:
 
 
 def test_bench_ops_workloads_are_the_issue_cases() -> None:
-    from streamseg.ops.bench import workloads
+    from streamseg.bench.ops import workloads
 
     full = {w.name: w.params for w in workloads()}
     assert full["nms_1000"]["boxes"] == 1000 and full["nms_5000"]["boxes"] == 5000

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from streamseg.percentiles import percentile
 from streamseg.segment.segmenter import Segmenter
 from streamseg.types import Frame, FrameBatch, Instances
 
@@ -44,11 +45,6 @@ def synthetic_batches(
     return out
 
 
-def _percentile(values: list[float], q: float) -> float:
-    data = sorted(values)
-    return data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))]
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -57,19 +53,19 @@ def _sync(device: torch.device) -> None:
 def _stats(latencies: list[float], cpu_times: list[float], frames_per_batch: int) -> dict[str, Any]:
     return {
         "latency_ms": {
-            "p50": round(_percentile(latencies, 50) * 1000, 2),
-            "p90": round(_percentile(latencies, 90) * 1000, 2),
+            "p50": round(percentile(latencies, 50) * 1000, 2),
+            "p90": round(percentile(latencies, 90) * 1000, 2),
             "mean": round(statistics.fmean(latencies) * 1000, 2),
             "min": round(min(latencies) * 1000, 2),
         },
         # CPU seconds of the process (all threads): steadier than wall time
         # on a machine shared with other jobs.
         "cpu_ms": {
-            "p50": round(_percentile(cpu_times, 50) * 1000, 2),
+            "p50": round(percentile(cpu_times, 50) * 1000, 2),
             "mean": round(statistics.fmean(cpu_times) * 1000, 2),
         },
         "fps": round(frames_per_batch * len(latencies) / sum(latencies), 3),
-        "fps_p50": round(frames_per_batch / _percentile(latencies, 50), 3),
+        "fps_p50": round(frames_per_batch / percentile(latencies, 50), 3),
     }
 
 
@@ -110,8 +106,8 @@ def bench_interleaved(
         name: {**_stats(lat, cpu_times[name], per_batch), "warmup_s": warmup_s[name]}
         for name, lat in latencies.items()
     }
-    base = _percentile(next(iter(latencies.values())), 50)
-    speedup = {name: round(base / _percentile(lat, 50), 3) for name, lat in latencies.items()}
+    base = percentile(next(iter(latencies.values())), 50)
+    speedup = {name: round(base / percentile(lat, 50), 3) for name, lat in latencies.items()}
     return {
         "results": results,
         "speedup_p50": speedup,
