@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _quality(args: argparse.Namespace, settings: Any, size: tuple[int, int]) -> dict[str, Any]:
-    from streamseg.track import bench
+    from streamseg.bench import track as bench
 
     seeds = list(range(1, args.seeds + 1))
     common = {
@@ -160,9 +160,9 @@ def _detector_quality(args: argparse.Namespace, common: dict[str, Any]) -> dict[
     """MOT figures of tracks built on ``args.detector``'s detections of the rendered frames."""
     import torch
 
+    from streamseg.bench import track as bench
     from streamseg.models.checkpoint import CheckpointError
     from streamseg.segment import Segmenter
-    from streamseg.track import bench
     from streamseg.types import FrameBatch, Instances
 
     if not 0.0 <= args.detector_score <= 1.0:
@@ -195,7 +195,7 @@ def _detector_quality(args: argparse.Namespace, common: dict[str, Any]) -> dict[
 def _cost(
     counts: list[int], frames: int, load: tuple[int, int] | None, fps: float
 ) -> list[dict[str, Any]]:
-    from streamseg.track import bench
+    from streamseg.bench import track as bench
 
     rows = []
     for n in counts:
@@ -222,7 +222,7 @@ def _cost(
 
 def _loaded(n: int, frames: int, load: tuple[int, int], fps: float) -> dict[str, Any]:
     """Quiet and loaded figures, both with frames paced at ``fps`` as a camera's arrive."""
-    from streamseg.track import bench
+    from streamseg.bench import track as bench
 
     out: dict[str, Any] = {"processes": load[0], "threads": load[1], "fps": fps}
     for rules, name in ((False, "track"), (True, "track_rules")):

@@ -21,8 +21,6 @@ SCENES_ALLOWED = frozenset(
         # The ``synthetic://`` camera kind: a source users pick (the default pipeline.yaml).
         "streamseg/ingest/scene_source.py",
         "streamseg/ingest/checks.py",
-        # ``bench track``: moves to streamseg/bench once issue 30's tracking work is merged.
-        "streamseg/track/bench.py",
     }
 )
 

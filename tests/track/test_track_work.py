@@ -26,7 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamseg import ops
-from streamseg.track import bench
+from streamseg.bench import track as bench
 from streamseg.track.rules import lines, membership, zones
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Frame, FrameResult, Instances

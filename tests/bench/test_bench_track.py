@@ -48,7 +48,7 @@ def test_bench_track_loaded(capsys: pytest.CaptureFixture[str]) -> None:
 def test_busy_neighbours_run_while_in_with_and_stop_after() -> None:
     import threading
 
-    from streamseg.track.busy import Busy
+    from streamseg.bench.busy import Busy
 
     before = threading.active_count()
     with Busy(processes=1, threads=2) as busy:

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from streamseg.bench.busy import Busy
 from streamseg.track.alerts import AlertsConfig
-from streamseg.track.busy import Busy
 from streamseg.track.config import TrackingConfig
 from streamseg.track.matching import box_iou
 from streamseg.track.stage import TrackingStage
@@ -298,7 +298,7 @@ def cost(
     ``ms_*``: wall time (mean, median, 99th percentile); ``cpu_ms_mean``:
     the thread's CPU time, which a busy shared machine inflates less.
     ``load``: ``(processes, threads)`` kept busy beside it while it runs
-    (:class:`streamseg.track.busy.Busy`), as the model and the other host
+    (:class:`streamseg.bench.busy.Busy`), as the model and the other host
     threads are in ``serve``. ``fps``: frames handed over at this rate (the
     loop sleeps until each frame is due), as a camera's frames reach the
     stage; 0: back to back. A thread that runs without a pause is cut by
