@@ -174,6 +174,7 @@ def diagnose(weights: str, urls: list[str], images: int, batch: int) -> dict[str
     from streamseg.models.trained import load_trained_model
 
     torch.manual_seed(0)
+    model: Any
     model, names = load_trained_model(weights)
     model.eval()
     layers: list[_Layer] | None = None

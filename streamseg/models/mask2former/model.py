@@ -248,8 +248,9 @@ class Mask2Former(nn.Module):
         """Stop gradients of the stem (stage 0) and backbone stages ``1..stages-1``."""
         # transformers' ResNetBackbone: embedder + encoder.stages; SwinBackbone:
         # swin.embeddings + swin.encoder.layers.
-        if hasattr(self.backbone, "body"):  # small.ResNetEncoder: streamseg's trunk
-            self.backbone.body.freeze_stages(stages)
+        trunk: Any = getattr(self.backbone, "body", None)
+        if trunk is not None:  # small.ResNetEncoder: streamseg's own ResNet
+            trunk.freeze_stages(stages)
             return
         backbone: Any = getattr(self.backbone, "swin", self.backbone)
         stem = getattr(backbone, "embedder", None) or getattr(backbone, "embeddings", None)
