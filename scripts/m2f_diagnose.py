@@ -16,6 +16,10 @@ model's own Hungarian matcher, and reports per decoder layer:
   upsampled to the input, ``> 0``), median and share above 0.5, and for
   things the IoU with all the image's things of the target's class (high
   when a query segments its class rather than one instance);
+* for the matched things whose mask is good (IoU > 0.5), what the panoptic
+  merge's class rule makes of their query: kept (its best class is the
+  target's, above ``object_mask_threshold``), below the threshold, another
+  class, or "no object";
 * ``class_loss``: the share of the weighted cross-entropy summed over all
   queries that the queries whose target is "no object" take, and the share
   matched things and matched stuff take;
@@ -74,6 +78,8 @@ class _Layer:
         self.p_empty: dict[str, list[float]] = {"thing": [], "stuff": []}
         self.iou: dict[str, list[float]] = {"thing": [], "stuff": []}
         self.iou_class: list[float] = []  # thing masks against all things of their class
+        # matched things with a good mask (IoU > 0.5): what the query's class says
+        self.verdicts: Counter[str] = Counter()
         self.thing_queries: Counter[int] = Counter()
         self.loss = {"no_object": 0.0, "thing": 0.0, "stuff": 0.0}
         self.p_empty_unmatched: list[float] = []
@@ -99,6 +105,11 @@ class _Layer:
                 "mask_iou_gt_0.5": _share(self.iou[kind], 0.5),
             }
         out["thing"]["mask_iou_with_all_of_its_class_median"] = _median(self.iou_class)
+        good = sum(self.verdicts.values())
+        out["thing"]["good_masks"] = good
+        out["thing"]["good_masks_by_class_verdict"] = {
+            k: round(v / good, 4) for k, v in sorted(self.verdicts.items())
+        }
         return out
 
 
@@ -115,6 +126,16 @@ def _mask_ious(
     return inter / union
 
 
+def _verdict(probs: Tensor, label: int, threshold: float) -> str:
+    """What the panoptic merge's class rule makes of a query (``probs (K+1,)``)."""
+    best = int(probs.argmax())
+    if best == probs.shape[0] - 1:
+        return "no_object"
+    if best != label:
+        return "other_class"
+    return "kept" if float(probs[best]) > threshold else "below_threshold"
+
+
 def _accumulate(
     model: Any, layers: list[_Layer], batch: Any, sizes: dict[str, list[float]]
 ) -> None:
@@ -123,6 +144,7 @@ def _accumulate(
     targets = [model._target(t, padded, i) for i, t in enumerate(raw_targets)]
     is_thing = model.is_thing
     criterion = model.criterion
+    threshold = float(model.object_mask_threshold)
     predictions = model.predictions(images)
     for layer, (logits, masks) in zip(layers, predictions, strict=True):
         probs = logits.float().softmax(-1)
@@ -146,6 +168,8 @@ def _accumulate(
                 layer.iou[kind].append(float(iou))
                 if kind == "thing":
                     layer.thing_queries[int(q)] += 1
+                    if float(iou) > 0.5:
+                        layer.verdicts[_verdict(probs[b, q], int(labels[t]), threshold)] += 1
         ce = F.cross_entropy(logits.float().transpose(1, 2), wanted, reduction="none")
         ce = ce * criterion.empty_weight[wanted]
         for name, code in (("no_object", 0), ("thing", 1), ("stuff", 2)):
