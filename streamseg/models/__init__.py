@@ -132,6 +132,11 @@ ARCHITECTURES: dict[str, Arch] = {
     # (serve, bench, train, export); like maskrcnn_small it runs in seconds
     # on a CPU, but unlike it, it is not meant for real use.
     "mask2former_tiny": Arch("streamseg.models.mask2former.build:mask2former_tiny", "mask2former"),
+    # Mask2Former on maskrcnn_small's narrow ResNet-18 (its backbone can start
+    # from the Mask R-CNN demo model): the small Mask2Former for real use.
+    "mask2former_small": Arch(
+        "streamseg.models.mask2former.build:mask2former_small", "mask2former"
+    ),
 }
 
 # precision name -> the torch dtype name (``torch.<name>``) that autocast

@@ -38,6 +38,7 @@ __all__ = [
     "build_mask2former",
     "load_weights",
     "mask2former_r50",
+    "mask2former_small",
     "mask2former_swin_t",
     "mask2former_tiny",
     "read_hf_state_dict",
@@ -82,6 +83,17 @@ def mask2former_swin_t(**options: Any) -> Mask2Former:
     return build_mask2former("swin_t", **options)
 
 
+def mask2former_small(**options: Any) -> Mask2Former:
+    """Mask2Former on ``maskrcnn_small``'s narrow ResNet-18 (a small, useful model).
+
+    Its backbone can start from a trained ``maskrcnn_small`` checkpoint
+    (``small.backbone_from_maskrcnn``); defaults: ``small.SMALL_DEFAULTS``.
+    """
+    from streamseg.models.mask2former.small import SMALL_DEFAULTS
+
+    return build_mask2former("small", **{**SMALL_DEFAULTS, **options})
+
+
 def mask2former_tiny(**options: Any) -> Mask2Former:
     """A few-channel Mask2Former for tests; not a useful model."""
     return build_mask2former("tiny", **options)
@@ -124,6 +136,7 @@ def build_mask2former(backbone: str, **options: Any) -> Mask2Former:
     model = Mask2Former(
         hf_config(backbone, num_classes=num_classes, **config_options),
         class_names=names,
+        encoder=_encoder(backbone),
         **{
             k: options[k]
             for k in (
@@ -142,6 +155,15 @@ def build_mask2former(backbone: str, **options: Any) -> Mask2Former:
     if options.get("weights"):
         load_weights(model, options["weights"])
     return model.eval()
+
+
+def _encoder(backbone: str) -> Any:
+    """streamseg's own trunk where ``backbone`` has one (``small``), else None."""
+    if backbone != "small":
+        return None
+    from streamseg.models.mask2former.small import small_encoder
+
+    return small_encoder()
 
 
 def _check_task(options: dict[str, Any], names: Sequence[str]) -> None:

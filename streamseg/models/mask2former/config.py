@@ -5,7 +5,10 @@ its sizes. ``swin_t`` matches ``facebook/mask2former-swin-tiny-coco-instance``
 (Swin-T: embed 96, depths 2-2-6-2, heads 3-6-12-24, window 7); ``r50`` is a
 ResNet-50 with the stride in the 3x3 convolution, as Mask2Former's R50 model
 uses; ``tiny`` (Swin) and ``tiny_r50`` (ResNet with R50's block layout) are
-few-channel models for tests (seconds on a CPU).
+few-channel models for tests (seconds on a CPU); ``small`` is the
+decoder size of ``mask2former_small`` (64 channels, three masked-attention
+layers), whose backbone (``maskrcnn_small``'s ResNet trunk, ``small.py``)
+replaces the placeholder ResNet this config describes.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from streamseg.errors import StartupError
 
 __all__ = ["BACKBONES", "MissingTransformersError", "hf_config"]
 
-BACKBONES = ("r50", "swin_t", "tiny", "tiny_r50")
+BACKBONES = ("r50", "swin_t", "tiny", "tiny_r50", "small")
 
 
 class MissingTransformersError(StartupError, ImportError):
@@ -83,6 +86,16 @@ def _backbone_config(backbone: str, drop_path_rate: float) -> Any:
             downsample_in_bottleneck=False,
             out_features=stages,
         )
+    if backbone == "small":
+        # A placeholder with maskrcnn_small's stage widths (what the pixel
+        # decoder is built for); Mask2Former swaps in streamseg's trunk.
+        return tf.ResNetConfig(
+            embedding_size=24,
+            hidden_sizes=[24, 48, 96, 192],
+            depths=[1, 1, 1, 1],
+            layer_type="basic",
+            out_features=stages,
+        )
     if backbone == "swin_t":
         return tf.SwinConfig(
             embed_dim=96,
@@ -116,7 +129,8 @@ def hf_config(
     """A ``transformers.Mask2FormerConfig`` for ``backbone`` and ``num_classes``.
 
     Args:
-        backbone: ``"r50"``, ``"swin_t"``, or ``"tiny"`` / ``"tiny_r50"`` (tests).
+        backbone: ``"r50"``, ``"swin_t"``, ``"small"``, or ``"tiny"`` /
+            ``"tiny_r50"`` (tests).
         num_classes: object classes, not counting the "no object" class.
         num_points: points sampled per mask by the training loss.
         num_queries: object queries (100 in the published models).
@@ -139,6 +153,19 @@ def hf_config(
             encoder_layers=1,
             decoder_layers=3,
             num_attention_heads=2,
+        )
+    elif backbone == "small":
+        # 64 channels, two deformable-attention encoder layers, three
+        # masked-attention layers (four predictions with the query init).
+        sizes = dict(
+            feature_size=64,
+            mask_feature_size=64,
+            hidden_dim=64,
+            encoder_feedforward_dim=256,
+            dim_feedforward=256,
+            encoder_layers=2,
+            decoder_layers=4,
+            num_attention_heads=4,
         )
     return tf.Mask2FormerConfig(
         backbone_config=_backbone_config(backbone, drop_path_rate),

@@ -64,6 +64,8 @@ class Mask2Former(nn.Module):
             the others are things (instances).
         object_mask_threshold / overlap_threshold: panoptic merging (see
             ``universal.py``).
+        encoder: a backbone in the place of the one ``config`` describes
+            (``small.ResNetEncoder``), with the same stage widths.
 
     Eval ``forward(images (B,3,H,W), image_sizes)`` returns ``{"pred_logits":
     (B, Q, K+1), "pred_masks": (B, Q, H/4, W/4)}``; train ``forward(images,
@@ -83,12 +85,15 @@ class Mask2Former(nn.Module):
         stuff_classes: Sequence[str] = (),
         object_mask_threshold: float = 0.8,
         overlap_threshold: float = 0.8,
+        encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
         from transformers.models.mask2former.modeling_mask2former import Mask2FormerModel
 
         self.num_classes = int(config.num_labels)
         self.model = Mask2FormerModel(config)
+        if encoder is not None:
+            self.model.pixel_level_module.encoder = encoder
         self.class_predictor = nn.Linear(config.hidden_dim, self.num_classes + 1)
         self.criterion = SetCriterion(
             self.num_classes,
@@ -243,6 +248,10 @@ class Mask2Former(nn.Module):
         """Stop gradients of the stem (stage 0) and backbone stages ``1..stages-1``."""
         # transformers' ResNetBackbone: embedder + encoder.stages; SwinBackbone:
         # swin.embeddings + swin.encoder.layers.
+        trunk: Any = getattr(self.backbone, "body", None)
+        if trunk is not None:  # small.ResNetEncoder: streamseg's own ResNet
+            trunk.freeze_stages(stages)
+            return
         backbone: Any = getattr(self.backbone, "swin", self.backbone)
         stem = getattr(backbone, "embedder", None) or getattr(backbone, "embeddings", None)
         blocks = getattr(backbone.encoder, "stages", None) or backbone.encoder.layers
