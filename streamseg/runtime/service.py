@@ -96,7 +96,9 @@ class Service:
         self.swap: SwapController | None = None  # while hot swap is on
         self.clips: ClipHook | None = None  # while alert clips are on
         # In a fleet, the fleet's placement decides which cameras are served here.
-        self.served = ServedCameras([] if config.fleet is not None else seeds, opener=self._open_cameras)
+        self.served = ServedCameras(
+            [] if config.fleet is not None else seeds, opener=self._open_cameras
+        )
         self.fleet: FleetWorker | None = None  # this worker's part of a fleet (``fleet:``)
         if config.fleet is not None:
             self.fleet = FleetWorker(
