@@ -90,7 +90,7 @@ def model_issues(model: ModelConfig, alerts: AlertsConfig) -> list[ConfigIssue]:
 
     Run it after :func:`environment_issues` found nothing about the model.
     """
-    from streamseg.hosting.build import resolve_weights
+    from streamseg.hosting.segmenter import resolve_weights
     from streamseg.segment import Segmenter
     from streamseg.track.rules.checks import rule_issues
 

@@ -1,7 +1,8 @@
 """The seam between the fleet and the service it runs in: start and stop one camera.
 
-``streamseg.runtime.service.Service`` implements :class:`CameraHost`; the
-fleet never reaches into the service's fields. Its calls may block for a
+``streamseg.runtime.camera_changes.ServedCameras`` (the service's cameras)
+implements :class:`CameraHost`; the fleet never reaches into the service's
+fields. Its calls may block for a
 few seconds (a camera's frames in flight drain before it is forgotten), so
 the fleet makes them from threads of its own, in order per camera.
 """

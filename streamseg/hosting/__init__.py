@@ -1,11 +1,16 @@
 """Model hosting: the model in this process, or in a process of its own.
 
-* ``build``: ``build_model_stage`` (by ``runtime.model_process``) and
-  ``build_segmenter`` (the model as serving runs it, warmed up);
-* ``process``: :class:`~streamseg.hosting.process.ModelProcess`, the client
-  of a model in its own process; ``child``: one worker process as the
-  parent holds it; ``worker``: the worker's loop; ``wire``: what crosses
-  between them (frames in shared memory, instances as numpy arrays);
+* ``build``: ``build_model_stage`` (in this process or its own, by
+  ``runtime.model_process``);
+* ``segmenter``: ``build_segmenter`` (the model as serving runs it, warmed
+  up), which both sides use;
+* the parent's side of a model in its own process: ``process``
+  (:class:`~streamseg.hosting.process.ModelProcess`, the client) and
+  ``parent`` (one worker process as the parent holds it: start, first
+  answer, end, its logs);
+* the child's side: ``worker`` (the worker's loop, run in the child);
+* ``wire``: what crosses between them (frames in shared memory, instances
+  as numpy arrays);
 * ``health``: the model's health as ``/readyz``, the console and the
   metrics show it; ``memory``: the allocator settings of a long-running
   process.

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from streamseg.hosting.child import Child, Pending, StartCancelled, how_ended
+from streamseg.hosting.parent import Child, Pending, StartCancelled, how_ended
 from streamseg.hosting.wire import FrameBlocks, ModelProcessError, unpack_instances
 from streamseg.segment.config import ModelConfig
 from streamseg.types import FrameBatch, Instances

@@ -1,6 +1,6 @@
 """The model's own process (``runtime.model_process``): the worker.
 
-:class:`streamseg.hosting.child.Child` starts :func:`run_worker` in a
+:class:`streamseg.hosting.parent.Child` starts :func:`run_worker` in a
 spawned process. Frames come to it through shared memory blocks the parent
 owns, instances go back as numpy arrays (:mod:`streamseg.hosting.wire`),
 log records through a queue (the parent's ``forward_logs`` hands them to
@@ -99,7 +99,7 @@ def run_worker(
 
 def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelConfig) -> None:
     try:
-        from streamseg.hosting.build import build_segmenter
+        from streamseg.hosting.segmenter import build_segmenter
 
         segmenter = build_segmenter(model)  # it logs its warm-up's time
     except BaseException as exc:

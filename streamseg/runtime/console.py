@@ -1,15 +1,19 @@
 """The running service as the console sees it (``streamseg.console.ConsoleBackend``).
 
-The console asks for the cameras' state and rates, the model's class
-names and the alert rules that run, and hands over new rules. This adapter
-answers from the ``Service`` and its ``Pipeline`` (which appears only once
-the model is loaded; until then the configured values stand). In a fleet it
+:class:`ServiceConsole` is the console's part of ``serve``: it owns the live
+view, the alert snapshots' log (and the temporary folder it writes to), and
+the configuration as the console changed it while running (alert rules,
+cameras). It asks the service only what it is given: the cameras served
+here (``runtime.camera_changes.ServedCameras``), ``/readyz``'s readiness and
+the fleet; the pipeline and the hooks built with it are attached once the
+model is loaded (until then the configured values stand). In a fleet it
 lists the fleet's other cameras too (``remote``, with their ``owner``), and
 the console reaches the other workers through ``streamseg.fleet.view``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import socket
@@ -29,25 +33,117 @@ if TYPE_CHECKING:
     from streamseg.configbase.errors import ConfigIssue
     from streamseg.console.config import HttpConfig
     from streamseg.console.events import EventLog
-    from streamseg.console.live import LiveView
-    from streamseg.runtime.service import Service
+    from streamseg.fleet.worker import FleetWorker
+    from streamseg.record.clips import ClipHook
+    from streamseg.runtime.camera_changes import ServedCameras
+    from streamseg.runtime.hotswap import SwapController
+    from streamseg.runtime.pipeline import Pipeline
 
-__all__ = ["ServiceConsole", "build_console", "console_address", "event_log", "live_issues"]
+__all__ = ["ServiceConsole", "console_address", "event_log"]
 
 log = logging.getLogger("streamseg.runtime")
 
+# ``/readyz``'s ``(ready, details)`` (``Service.readiness``).
+Readiness = Callable[[], "tuple[bool, dict[str, Any]]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Running:
+    """What exists once the model is loaded."""
+
+    pipeline: Pipeline
+    swap: SwapController | None
+    clips: ClipHook | None
+    region_classes: tuple[str, ...] | None
+
 
 class ServiceConsole:
-    """``ConsoleBackend`` over a ``Service``."""
+    """``ConsoleBackend`` over the running service, its live view and snapshot log.
 
-    def __init__(self, service: Service) -> None:
-        self.service = service
+    Args:
+        config: the configuration ``serve`` started with; ``config`` is kept
+            as the console changes it (a restart would use it).
+        cameras: the cameras served here.
+        readiness: ``/readyz``'s ``(ready, details)``.
+        fleet: this worker's part of a fleet (cameras are added and removed
+            through it; its other cameras are listed with their owner).
+        pipeline_path: the file ``config`` came from, where the editor saves
+            changes (``None``: the console cannot change anything).
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        *,
+        cameras: ServedCameras,
+        readiness: Readiness,
+        fleet: FleetWorker | None = None,
+        pipeline_path: str | None = None,
+    ) -> None:
+        from streamseg.config.loader import validate_pipeline
+        from streamseg.console.editor import PipelineEditor
+        from streamseg.console.live import LiveView
+        from streamseg.console.server import Console
+
+        self.config = config
+        self._served, self._readiness, self._fleet = cameras, readiness, fleet
         self._lock = threading.Lock()
+        self._running: _Running | None = None
+        h = config.http
+        self.events: EventLog | None = None  # the alert snapshots' log (http.snapshots)
+        self._snapshot_tmp: tempfile.TemporaryDirectory[str] | None = None  # removed at close
+        if h.snapshots:
+            self.events, self._snapshot_tmp = event_log(h)
+        self.live = LiveView(
+            trail_length=h.trail_length,
+            events=self.events,
+            rules_of=lambda cid: self.alerts().cameras.get(cid),
+            fps_of=self.fps,
+        )
+        validate = functools.partial(validate_pipeline, checks=self.live_issues)
+        editor = PipelineEditor(pipeline_path, validate=validate) if pipeline_path else None
+        if fleet is not None:  # the other workers' consoles fetch this one's live views here
+            fleet.advertise(console_address(h, fleet.config.console_url))
+        console = Console(
+            backend=self,
+            live=self.live,
+            http=h,
+            editor=editor,
+            events=self.events,
+            fleet=fleet.view if fleet is not None else None,
+        )
+        self.install: Callable[[Any], None] = console.install  # the web server's setup(app)
 
+    def attach(
+        self,
+        pipeline: Pipeline,
+        *,
+        swap: SwapController | None,
+        clips: ClipHook | None,
+        region_classes: tuple[str, ...] | None,
+    ) -> None:
+        """Answer from ``pipeline`` (and the hooks built with it) from now on."""
+        if self.events is not None:
+            self.events.class_names = tuple(pipeline.segmenter.class_names)
+        self._running = _Running(pipeline, swap, clips, region_classes)
+
+    def close(self) -> None:
+        """Close the snapshot log and remove its temporary folder."""
+        if self.events is not None:
+            self.events.close()
+        if self._snapshot_tmp is not None:
+            self._snapshot_tmp.cleanup()
+
+    @property
+    def _pipeline(self) -> Pipeline | None:
+        r = self._running
+        return r.pipeline if r is not None else None
+
+    # -- ConsoleBackend ------------------------------------------------------------
     def cameras(self) -> dict[str, dict[str, Any]]:
-        _ready, details = self.service.readiness()
+        _ready, details = self._readiness()
         out: dict[str, dict[str, Any]] = {}
-        for cam in self.service.cameras:
+        for cam in self._served.cameras:
             info = dict(details["cameras"].get(cam.id, {"state": "connecting"}))
             counts = info.get("counts", {})
             info.update(
@@ -58,7 +154,7 @@ class ServiceConsole:
                 **{word: counts.get(word, 0) for word in FRAME_COUNTERS},
             )
             out[cam.id] = info
-        fleet = self.service.fleet
+        fleet = self._fleet
         if fleet is not None:  # the fleet's other cameras, with their owner
             for info in out.values():
                 info.update(owner=fleet.name, remote=False)
@@ -68,8 +164,8 @@ class ServiceConsole:
         return out
 
     def status(self) -> dict[str, Any]:
-        _ready, details = self.service.readiness()
-        m = self.service.config.model
+        _ready, details = self._readiness()
+        m = self.config.model
         model = {
             **details["model"],
             "backend": m.backend,
@@ -79,8 +175,9 @@ class ServiceConsole:
             "hot_swap": m.hot_swap,
             "last_swap": None,
         }
-        last = self.service.swap.last() if self.service.swap is not None else None
-        if last is not None:
+        swap = self._running.swap if self._running is not None else None
+        last = swap.last() if swap is not None else None
+        if swap is not None and last is not None:
             model["last_swap"] = {
                 "weights": last.request.weights,
                 "ok": last.ok,
@@ -89,7 +186,7 @@ class ServiceConsole:
                 "time": last.finished,
                 "load_s": round(last.load_s, 3),
             }
-            ok = [o for o in self.service.swap.outcomes if o.ok]
+            ok = [o for o in swap.outcomes if o.ok]
             if ok:  # what runs now
                 model["weights"] = ok[-1].request.weights
         return {
@@ -100,86 +197,88 @@ class ServiceConsole:
         }
 
     def class_names(self) -> Sequence[str]:
-        p = self.service.pipeline
+        p = self._pipeline
         if p is not None:
             return tuple(p.segmenter.class_names)
-        names = self.service.config.model.class_names
+        names = self.config.model.class_names
         return tuple(names) if names else ("__background__",)
 
     def alerts(self) -> AlertsConfig:
-        return self.service.config.alerts
+        return self.config.alerts
 
     def apply_alerts(self, alerts: AlertsConfig) -> None:
         with self._lock:
-            p = self.service.pipeline
+            p = self._pipeline
             if p is not None:
                 p.tracker.set_alerts(alerts)  # PassThrough: ValueError, no rules can run
-            cfg = self.service.config
-            self.service.config = cfg.model_copy(update={"alerts": alerts})
+            self.config = self.config.model_copy(update={"alerts": alerts})
 
     def add_camera(self, camera: CameraConfig) -> None:
-        self.service.add_camera(camera)
+        """Serve one more camera (in a fleet: add it to the fleet's list, its owner starts it)."""
+        fleet = self._fleet
+        (fleet.add_camera if fleet is not None else self._served.start_camera)(camera)
         self._sync_cameras()
 
     def replace_camera(self, camera: CameraConfig) -> None:
         try:
-            self.service.replace_camera(camera)
+            self._served.replace_camera(camera)
         finally:  # what runs, whether the change was made or undone
             self._sync_cameras()
 
     def remove_camera(self, camera_id: str) -> None:
-        self.service.remove_camera(camera_id)
+        """Stop serving one camera (in a fleet: remove it from the fleet's list)."""
+        fleet = self._fleet
+        (fleet.remove_camera if fleet is not None else self._served.stop_camera)(camera_id)
         self._sync_cameras()
 
     def _sync_cameras(self) -> None:
-        """Keep ``service.config.cameras`` what runs (a restart of the pipeline would use it)."""
-        cfg = self.service.config
-        self.service.config = cfg.model_copy(update={"cameras": list(self.service.cameras)})
+        """Keep ``config.cameras`` what runs (a restart of the pipeline would use it)."""
+        with self._lock:
+            self.config = self.config.model_copy(update={"cameras": self._served.cameras})
 
     def clip_for(self, camera_id: str, pts: float | None) -> tuple[Path, bool] | None:
-        clips = self.service.clips
+        clips = self._running.clips if self._running is not None else None
         return clips.clip_for(camera_id, pts) if clips is not None else None
 
     def frame_size(self, camera_id: str) -> tuple[int, int] | None:
-        p = self.service.pipeline
+        p = self._pipeline
         return p.frame_size(camera_id) if p is not None else None
 
     def fps(self, camera_id: str) -> float | None:
         """The camera's frames per second: ``PipelineStats.fps``, the one figure the
         status line, the tiles, the live badges and the charts show."""
-        p = self.service.pipeline
+        p = self._pipeline
         fps = p.stats.fps(camera_id) if p is not None else None
         return None if fps is None else round(fps, 2)
 
+    def live_issues(self, config: PipelineConfig) -> list[ConfigIssue]:
+        """What a change to ``config`` would meet in the running service, found before
+        it is applied: the same checks as start-up (``streamseg.cli.startup``) for the
+        cameras it adds or changes (source parameters, files, devices, decoders), and
+        every rule against the running model's classes
+        (``streamseg.track.rules.checks``; while the model is being built, the
+        classes its config or checkpoint names)."""
+        from streamseg.ingest.checks import camera_issues
+        from streamseg.runtime.factory import known_class_names
+        from streamseg.track.rules.checks import rule_issues
 
-def build_console(
-    service: Service, *, events: EventLog | None
-) -> tuple[LiveView, Callable[[Any], None]]:
-    """The console over ``service``: its live view, and its ``setup(app)``
-    (``streamseg.console``) for the web server."""
-    from streamseg.config.loader import validate_pipeline
-    from streamseg.console.editor import PipelineEditor
-    from streamseg.console.live import LiveView
-    from streamseg.console.server import Console
-
-    h = service.config.http
-    backend = ServiceConsole(service)
-    live = LiveView(
-        trail_length=h.trail_length,
-        events=events,
-        rules_of=lambda cid: backend.alerts().cameras.get(cid),
-        fps_of=backend.fps,
-    )
-    validate = functools.partial(validate_pipeline, checks=lambda c: live_issues(service, c))
-    editor = (
-        PipelineEditor(service.pipeline_path, validate=validate) if service.pipeline_path else None
-    )
-    fleet = service.fleet
-    if fleet is not None:  # the other workers' consoles fetch this one's live views here
-        fleet.advertise(console_address(h, fleet.config.console_url))
-    view = fleet.view if fleet is not None else None
-    console = Console(backend=backend, live=live, http=h, editor=editor, events=events, fleet=view)
-    return live, console.install
+        running = {c.id: c for c in self._served.cameras}
+        issues = [
+            issue
+            for i, cam in enumerate(config.cameras)
+            if running.get(cam.id) != cam
+            for issue in camera_issues(cam, i)
+        ]
+        if not (config.tracking.enabled or config.alerts.enabled):
+            return issues
+        r = self._running
+        if r is not None:
+            classes = r.pipeline.segmenter.class_names
+            issues += rule_issues(config.alerts, classes, r.region_classes)
+        else:  # the model is still being built: what the config or checkpoint says of it
+            names = known_class_names(config.model)
+            issues += rule_issues(config.alerts, names) if names is not None else []
+        return issues
 
 
 def console_address(h: HttpConfig, url: str | None) -> str | None:
@@ -192,34 +291,6 @@ def console_address(h: HttpConfig, url: str | None) -> str | None:
         return None
     host = socket.gethostname() if h.host in ("0.0.0.0", "::", "") else h.host
     return f"http://[{host}]:{h.port}" if ":" in host else f"http://{host}:{h.port}"
-
-
-def live_issues(service: Service, config: PipelineConfig) -> list[ConfigIssue]:
-    """What a change to ``config`` would meet in the running service, found before it is
-    applied: the same checks as start-up (``streamseg.cli.startup``) for the cameras
-    it adds or changes (source parameters, files, devices, decoders), and every rule
-    against the running model's classes (``streamseg.track.rules.checks``; while the
-    model is being built, the classes its config or checkpoint names)."""
-    from streamseg.ingest.checks import camera_issues
-    from streamseg.runtime.factory import known_class_names
-    from streamseg.track.rules.checks import rule_issues
-
-    running = {c.id: c for c in service.cameras}
-    issues = [
-        issue
-        for i, cam in enumerate(config.cameras)
-        if running.get(cam.id) != cam
-        for issue in camera_issues(cam, i)
-    ]
-    if not (config.tracking.enabled or config.alerts.enabled):
-        return issues
-    p = service.pipeline
-    if p is not None:
-        issues += rule_issues(config.alerts, p.segmenter.class_names, service.region_classes)
-    else:  # the model is still being built: what the config or checkpoint says of it
-        names = known_class_names(config.model)
-        issues += rule_issues(config.alerts, names) if names is not None else []
-    return issues
 
 
 def event_log(h: HttpConfig) -> tuple[EventLog, tempfile.TemporaryDirectory[str] | None]:

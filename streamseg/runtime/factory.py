@@ -15,7 +15,13 @@ from streamseg.ingest.config import CameraConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Message
 from streamseg.redact import redact_url
-from streamseg.runtime.protocols import FrameTap, PassThrough, SegmenterLike, SourceLike, Tracker
+from streamseg.runtime.protocols import (
+    FrameTap,
+    PassThrough,
+    SegmenterLike,
+    SourceLike,
+    TrackingLike,
+)
 from streamseg.segment.config import ModelConfig
 from streamseg.types import Event
 
@@ -129,7 +135,7 @@ def build_tracker(
     config: PipelineConfig,
     class_names: Sequence[str],
     region_classes: Sequence[str] | None = None,
-) -> Tracker:
+) -> TrackingLike:
     """The tracking/alerts stage, or ``PassThrough`` when both sections are disabled.
 
     Raises ``RuleError`` (naming the field) for a rule the model cannot run
@@ -139,7 +145,7 @@ def build_tracker(
         return PassThrough()
     from streamseg.track.stage import build_tracking_stage
 
-    stage: Tracker = build_tracking_stage(
+    stage: TrackingLike = build_tracking_stage(
         config.tracking, config.alerts, class_names, region_classes
     )
     return stage
@@ -210,7 +216,7 @@ def build_pipeline(
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
     tap: FrameTap | None = None,
-    tracker: Tracker | None = None,
+    tracker: TrackingLike | None = None,
     stamp: Stamp | None = None,
     fence: Callable[[Message], bool] | None = None,
 ) -> Pipeline:
@@ -228,6 +234,12 @@ def build_pipeline(
     from streamseg.publish.buffered import BufferedSink
     from streamseg.publish.sinks import build_sinks
     from streamseg.runtime.pipeline import Pipeline
+    from streamseg.runtime.pipeline_parts import (
+        PipelineHooks,
+        PipelineLimits,
+        PipelineStages,
+        PipelineTelemetry,
+    )
 
     class_names = tuple(segmenter.class_names)
     m, rt = config.model, config.runtime
@@ -235,24 +247,25 @@ def build_pipeline(
     for sink in sinks:
         if fence is not None and isinstance(sink, BufferedSink):
             sink.fence = fence
+    if tracker is None:
+        tracker = build_tracker(config, class_names, region_classes_of(segmenter))
     return Pipeline(
         sources=sources,
-        segmenter=segmenter,
-        tracker=build_tracker(config, class_names, region_classes_of(segmenter))
-        if tracker is None
-        else tracker,
-        encoder=build_encoder(config, class_names, stamp=stamp),
-        sinks=sinks,
-        batch_size=m.batch_size,
-        max_wait=m.max_wait_ms / 1000,
-        camera_queue=rt.camera_queue,
-        results_queue=rt.results_queue,
-        publish_queue=rt.publish_queue,
-        drain_timeout=rt.drain_timeout,
-        metrics=metrics,
-        tracer=tracer,
-        between_batches=between_batches,
-        on_events=on_events,
-        tap=tap,
-        host_cpu=rt.pinned_cpu(),
+        stages=PipelineStages(
+            segmenter=segmenter,
+            tracker=tracker,
+            encoder=build_encoder(config, class_names, stamp=stamp),
+            sinks=sinks,
+        ),
+        limits=PipelineLimits(
+            batch_size=m.batch_size,
+            max_wait=m.max_wait_ms / 1000,
+            camera_queue=rt.camera_queue,
+            results_queue=rt.results_queue,
+            publish_queue=rt.publish_queue,
+            drain_timeout=rt.drain_timeout,
+            host_cpu=rt.pinned_cpu(),
+        ),
+        hooks=PipelineHooks(between_batches=between_batches, on_events=on_events, tap=tap),
+        telemetry=PipelineTelemetry(metrics=metrics, tracer=tracer),
     )

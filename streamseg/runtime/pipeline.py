@@ -22,23 +22,26 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from streamseg.hosting.wire import ModelProcessError
-from streamseg.publish.encode import MessageEncoder
-from streamseg.publish.sink import Sink
 from streamseg.redact import redact_text
 from streamseg.runtime.delivery import Delivery
-from streamseg.runtime.protocols import FrameTap, SegmenterLike, SourceLike, Tracker
+from streamseg.runtime.pipeline_parts import (
+    PipelineHooks,
+    PipelineLimits,
+    PipelineStages,
+    PipelineTelemetry,
+)
+from streamseg.runtime.protocols import SourceLike
 from streamseg.runtime.publishing import PublishStage
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.segmenting import SegmentStage, describe_error
 from streamseg.runtime.stats import PipelineStats
 from streamseg.runtime.tracking import TrackItem, TrackStage
-from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
-from streamseg.types import Event, Frame, FrameResult
+from streamseg.types import Frame, FrameResult
 
 __all__ = ["STAGES", "Pipeline"]
 
@@ -49,111 +52,83 @@ STAGES = ("ingest", "batch", "segment", "track", "publish")
 # Seconds before a live source whose run() returned on its own is started again.
 SOURCE_RESTART_DELAY = 1.0
 
+_NO_HOOKS = PipelineHooks()
+_NO_TELEMETRY = PipelineTelemetry()
+
 
 class Pipeline:
     """Cameras -> batches -> segmenter -> tracking -> sinks, in threads.
 
     Args:
         sources: ``{camera id: Source}``.
-        segmenter: runs the model on a ``FrameBatch`` (``submit``).
-        tracker: the tracking/alerts stage (``PassThrough``: results go on as they are).
-        encoder: turns results and events into messages (JSON, once).
-        sinks: where every message goes (Redis Streams, ...); names unique.
-        batch_size / max_wait: batching limits (frames, seconds).
-        camera_queue / results_queue / publish_queue: queue capacities.
-        drain_timeout: seconds allowed to drain and flush after ``stop()``.
-        metrics / tracer: telemetry (``None``: off).
-        between_batches: called with the segmenter in the segment thread
-            between two batches (hot swap of weights).
-        on_events: called with each frame's alert events after tracking
-            (clips around alerts).
-        tap: the console's live view: frames of watched cameras keep their
-            pixels through tracking and are offered to it.
-        host_cpu: run the threads that run Python for every frame (track,
-            publish and the sinks' writers) on this CPU only (``None``: no
-            pinning). They take turns on the GIL anyway, and on one core the
-            turns do not move their data between caches; decoding and the
-            model keep every core.
+        stages: the segmenter, tracker, encoder and sinks.
+        limits: batching, queue capacities, drain time, the host CPU.
+        hooks: between batches (hot swap), after tracking (clips), the
+            console's live view.
+        telemetry: metrics and tracer.
     """
 
     def __init__(
         self,
         *,
         sources: Mapping[str, SourceLike],
-        segmenter: SegmenterLike,
-        tracker: Tracker,
-        encoder: MessageEncoder,
-        sinks: Sequence[Sink],
-        batch_size: int,
-        max_wait: float,
-        camera_queue: int = 2,
-        results_queue: int = 8,
-        publish_queue: int = 64,
-        drain_timeout: float = 15.0,
-        metrics: PipelineMetrics | None = None,
-        tracer: FrameTracer | None = None,
-        between_batches: Callable[[SegmenterLike], object] | None = None,
-        on_events: Callable[[list[Event]], None] | None = None,
-        tap: FrameTap | None = None,
-        host_cpu: int | None = None,
+        stages: PipelineStages,
+        limits: PipelineLimits,
+        hooks: PipelineHooks = _NO_HOOKS,
+        telemetry: PipelineTelemetry = _NO_TELEMETRY,
     ) -> None:
         from opentelemetry.trace import NoOpTracer
 
         self.sources = dict(sources)
-        self.segmenter, self.tracker, self.encoder = segmenter, tracker, encoder
-        self.sinks = list(sinks)
-        if not self.sinks or len({s.name for s in self.sinks}) != len(self.sinks):
-            raise ValueError("a pipeline needs at least one sink, each with its own name")
-        self.batch_size, self.max_wait = batch_size, max_wait
-        self.between_batches, self.on_events = between_batches, on_events
-        self.tap = tap
-        self.host_cpu = host_cpu
+        self.segmenter, self.tracker = stages.segmenter, stages.tracker
+        self.encoder, self.sinks = stages.encoder, list(stages.sinks)
+        self.limits, self.hooks = limits, hooks
+        metrics, tap = telemetry.metrics, hooks.tap
         self.metrics = metrics
-        self.tracer = tracer or FrameTracer(NoOpTracer(), enabled=False)
+        self.tracer = telemetry.tracer or FrameTracer(NoOpTracer(), enabled=False)
         self.stats = PipelineStats(self.sources, metrics)
         self.stop_event = threading.Event()
         self.queues = CameraQueues(on_drop=self._on_queue_drop)
-        self.camera_queue = camera_queue
         self._camera_stop: dict[str, threading.Event] = {}
         for cid, src in self.sources.items():
             self._add_queue(cid, src)
-        self.results: StageQueue[FrameResult] = StageQueue("results", results_queue)
-        self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", publish_queue)
+        self.results: StageQueue[FrameResult] = StageQueue("results", limits.results_queue)
+        self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", limits.publish_queue)
         self.track_stage = TrackStage(
-            tracker=tracker,
+            tracker=self.tracker,
             results=self.results,
             to_publish=self.to_publish,
             stats=self.stats,
             metrics=metrics,
             tracer=self.tracer,
-            take=max(batch_size, 1) * 2,
+            take=max(limits.batch_size, 1) * 2,
             tap=tap,
-            on_events=on_events,
+            on_events=hooks.on_events,
             on_error=self._stage_error,
             on_fail=self._fail,
         )
         self.segment_stage = SegmentStage(
-            segmenter=segmenter,
+            segmenter=self.segmenter,
             queues=self.queues,
             results=self.results,
             stats=self.stats,
             metrics=metrics,
             tracer=self.tracer,
-            batch_size=batch_size,
-            max_wait=max_wait,
-            between_batches=between_batches,
+            batch_size=limits.batch_size,
+            max_wait=limits.max_wait,
+            between_batches=hooks.between_batches,
             keep_pixels=self.track_stage.keep_pixels if tap is not None else None,
             on_error=self._stage_error,
             on_fail=self._fail,
         )
         self.publish_stage = PublishStage(
-            encoder=encoder,
+            encoder=self.encoder,
             sinks=self.sinks,
             to_publish=self.to_publish,
             stats=self.stats,
             metrics=metrics,
             tracer=self.tracer,
-            drain_timeout=drain_timeout,
+            drain_timeout=limits.drain_timeout,
             on_error=self._stage_error,
             on_fail=self._fail,
         )
@@ -179,7 +154,7 @@ class Pipeline:
     # -- control ---------------------------------------------------------
     def start(self) -> None:
         """Start every thread; the sinks connect in their own, without delaying the others."""
-        with _on_cpu(self.host_cpu):  # threads inherit their creator's CPUs
+        with _on_cpu(self.limits.host_cpu):  # threads inherit their creator's CPUs
             for sink in self.sinks:
                 sink.start(self.delivery, tracer=self.tracer if self.tracer.enabled else None)
             self._spawn("track", self.track_stage.run)
@@ -243,7 +218,8 @@ class Pipeline:
         log.info("runtime: camera %s removed", camera_id)
 
     def _add_queue(self, camera_id: str, source: SourceLike) -> None:
-        cap = self.camera_queue if source.live else max(self.camera_queue, self.batch_size)
+        lim = self.limits
+        cap = lim.camera_queue if source.live else max(lim.camera_queue, lim.batch_size)
         self.queues.add_camera(camera_id, live=bool(source.live), capacity=cap)
         self._camera_stop[camera_id] = threading.Event()
 

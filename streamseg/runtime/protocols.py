@@ -16,7 +16,7 @@ from torch import Tensor
 from streamseg.ingest.health import CameraHealth
 from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["FrameTap", "PassThrough", "SegmenterLike", "SourceLike", "Tracker"]
+__all__ = ["FrameTap", "PassThrough", "SegmenterLike", "SourceLike", "TrackingLike"]
 
 
 class SourceLike(Protocol):
@@ -66,9 +66,16 @@ class SegmenterLike(Protocol):
     def close(self) -> None: ...
 
 
-class Tracker(Protocol):
-    """The tracking and alerts stage: ``streamseg.track.stage.TrackingStage``,
-    or :class:`PassThrough` when tracking and alerts are both off."""
+class TrackingLike(Protocol):
+    """What the pipeline's track stage runs for each frame: the trackers and alert
+    rules of every camera (``streamseg.track.stage.TrackingStage``), or
+    :class:`PassThrough` when tracking and alerts are both off.
+
+    The seam: ``streamseg.runtime.tracking.TrackStage`` is the pipeline's
+    stage ``track`` (a thread between two queues, the live view's frames, the
+    clip hook's events) and knows only this protocol; ``TrackingStage`` knows
+    no queue or thread, and asks each camera's tracker only the one tracker
+    interface (``streamseg.track.trackers.InstanceTracker``)."""
 
     @property
     def rules_seconds(self) -> float:
@@ -99,7 +106,7 @@ class Tracker(Protocol):
 
 
 class PassThrough:
-    """The :class:`Tracker` of a pipeline without tracking and alerts: results
+    """The :class:`TrackingLike` of a pipeline without tracking and alerts: results
     go on as they came, with no events."""
 
     rules_seconds = 0.0

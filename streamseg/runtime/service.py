@@ -13,15 +13,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.fleet.worker import FleetWorker
 from streamseg.hosting.build import build_model_stage
 from streamseg.hosting.health import model_counts, model_health
 from streamseg.ingest.config import CameraConfig
-from streamseg.runtime.camera_changes import forget_camera, swap_source
+from streamseg.runtime.camera_changes import ServedCameras
 from streamseg.runtime.factory import (
     build_clip_hook,
     build_pipeline,
@@ -33,15 +33,22 @@ from streamseg.runtime.factory import (
     region_classes_of,
 )
 from streamseg.runtime.pipeline import Pipeline
-from streamseg.runtime.protocols import SegmenterLike, Tracker
+from streamseg.runtime.protocols import SourceLike, TrackingLike
 from streamseg.runtime.readiness import log_summary, readiness
 from streamseg.runtime.signals import StopSignals
-from streamseg.runtime.sink_feeds import feed_sinks
+from streamseg.runtime.sink_feeds import SinkFeeds
 from streamseg.runtime.status import StatusReporter, unfinished
 from streamseg.telemetry.http import HealthServer
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.setup import Telemetry
 from streamseg.telemetry.tracing import FrameTracer
+
+if TYPE_CHECKING:
+    from streamseg.hosting.process import ModelProcess
+    from streamseg.record.clips import ClipHook
+    from streamseg.runtime.console import ServiceConsole
+    from streamseg.runtime.hotswap import SwapController
+    from streamseg.segment.segmenter import Segmenter
 
 __all__ = ["Service"]
 
@@ -50,6 +57,13 @@ log = logging.getLogger("streamseg.runtime")
 
 class Service:
     """Everything ``streamseg serve`` runs, built from one ``PipelineConfig``.
+
+    It is composed of parts that own their state: the cameras served here and
+    the changes to them (``served``: ``runtime.camera_changes.ServedCameras``,
+    also the fleet's ``CameraHost``), the console (``console``:
+    ``runtime.console.ServiceConsole``, with its live view and snapshot log),
+    the fleet worker (``fleet``) and, once the model is loaded, the pipeline
+    and the sinks' other feeds (``runtime.sink_feeds.SinkFeeds``).
 
     Args:
         config: the validated pipeline.yaml.
@@ -71,27 +85,31 @@ class Service:
     ) -> None:
         self.config = config
         self.pipeline_path = pipeline_path
-        self.cameras = list(config.cameras if cameras is None else cameras)
+        seeds = list(config.cameras if cameras is None else cameras)
         self.status_stream = status_stream
         self.handle_signals = handle_signals
         self.pipeline: Pipeline | None = None
         self.http: HealthServer | None = None
-        self.live: Any = None  # streamseg.console.live.LiveView while the console is on
-        self.events: Any = None  # streamseg.console.events.EventLog (alert snapshots)
-        self._snapshot_tmp: Any = None  # the snapshots' temporary folder, removed at exit
+        self.console: ServiceConsole | None = None  # while http.console is on
         self.model_loaded = False
-        self.region_classes: tuple[str, ...] | None = None  # once the model is built
         self._hooks: list[Any] = []  # swap controller, clip hook: closed at exit
-        self.swap: Any = None  # streamseg.runtime.hotswap.SwapController while hot swap is on
-        self.clips: Any = None  # streamseg.record.clips.ClipHook while alert clips are on
-        self._cameras_lock = threading.Lock()
+        self.swap: SwapController | None = None  # while hot swap is on
+        self.clips: ClipHook | None = None  # while alert clips are on
+        # In a fleet, the fleet's placement decides which cameras are served here.
+        self.served = ServedCameras(
+            [] if config.fleet is not None else seeds, opener=self._open_cameras
+        )
         self.fleet: FleetWorker | None = None  # this worker's part of a fleet (``fleet:``)
         if config.fleet is not None:
             self.fleet = FleetWorker(
-                config=config.fleet, redis=config.redis, host=self, seeds=self.cameras
+                config=config.fleet, redis=config.redis, host=self.served, seeds=seeds
             )
-            self.cameras = []  # the fleet's placement decides
         self._stop = threading.Event()
+
+    @property
+    def cameras(self) -> list[CameraConfig]:
+        """The cameras served here now (``served.cameras``)."""
+        return self.served.cameras
 
     def run(self) -> int:
         t = self.config.telemetry
@@ -118,10 +136,8 @@ class Service:
             self._close_hooks()
             if self.http is not None:
                 self.http.close()
-            if self.events is not None:
-                self.events.close()
-            if self._snapshot_tmp is not None:
-                self._snapshot_tmp.cleanup()
+            if self.console is not None:
+                self.console.close()
             telemetry.shutdown()
 
     def stop(self) -> None:
@@ -148,69 +164,18 @@ class Service:
         if port is not None:
             telemetry.start_prometheus_server(port, host=h.host)
 
-    # -- cameras while running (the console's API) -----------------------------
-    def add_camera(self, cam: CameraConfig) -> None:
-        """Serve one more camera (in a fleet: add it to the fleet's list, its owner starts it)."""
-        (self.fleet.add_camera if self.fleet is not None else self.start_camera)(cam)
+    def _console(self) -> Callable[[Any], None]:
+        """The console's ``setup(app)`` for the web server (``runtime.console``)."""
+        from streamseg.runtime.console import ServiceConsole
 
-    def remove_camera(self, camera_id: str) -> None:
-        """Stop serving one camera (in a fleet: remove it from the fleet's list)."""
-        (self.fleet.remove_camera if self.fleet is not None else self.stop_camera)(camera_id)
-
-    def start_camera(self, cam: CameraConfig) -> None:
-        """Start serving one more camera here without disturbing the others.
-
-        Before the pipeline exists it is simply added to the cameras to
-        open. Raises ``ValueError`` (the id is taken, the service stops).
-        """
-        with self._cameras_lock:
-            if any(c.id == cam.id for c in self.cameras):
-                raise ValueError(f"camera {cam.id!r} is already served")
-            if self.pipeline is not None:
-                self.pipeline.add_source(cam.id, self._open_cameras([cam])[cam.id])
-            self.cameras.append(cam)
-
-    def stop_camera(self, camera_id: str) -> None:
-        """Stop serving one camera here; its frames already read still reach the sinks, then
-        every part that kept state for it forgets it (``runtime.camera_changes``)."""
-        with self._cameras_lock:
-            if not any(c.id == camera_id for c in self.cameras):
-                raise KeyError(camera_id)
-            if self.pipeline is not None and camera_id in self.pipeline.sources:
-                self.pipeline.remove_source(camera_id)
-                forget_camera(self, camera_id)
-            self.cameras = [c for c in self.cameras if c.id != camera_id]
-
-    def replace_camera(self, cam: CameraConfig) -> None:
-        """Serve ``cam`` instead of the camera of its id, the others undisturbed; a change
-        that fails leaves the old one running (``runtime.camera_changes.swap_source``).
-        Raises ``KeyError`` (no such camera), ``SourceError``, ``ValueError``."""
-        with self._cameras_lock:
-            ids = [c.id for c in self.cameras]
-            if cam.id not in ids:
-                raise KeyError(cam.id)
-            at = ids.index(cam.id)
-            old, p = self.cameras[at], self.pipeline
-            if p is not None:
-                swap_source(p, cam.id, opener=self._open_camera, new=cam, old=old,
-                            forget=lambda cid: forget_camera(self, cid))  # fmt: skip
-            self.cameras[at] = cam
-
-    def camera_states(self) -> dict[str, str]:
-        """``{camera: state}`` of the cameras served here (``connecting`` before the model)."""
-        p = self.pipeline
-        if p is None:
-            return {c.id: "connecting" for c in self.cameras}
-        return {cid: state for cid, (state, _r, _d) in p.camera_states().items()}
-
-    def _console(self) -> Any:
-        """The console's ``setup(app)`` (``streamseg.runtime.console.build_console``)."""
-        from streamseg.runtime.console import build_console, event_log
-
-        if self.config.http.snapshots:
-            self.events, self._snapshot_tmp = event_log(self.config.http)
-        self.live, install = build_console(self, events=self.events)
-        return install
+        self.console = ServiceConsole(
+            self.config,
+            cameras=self.served,
+            readiness=self.readiness,
+            fleet=self.fleet,
+            pipeline_path=self.pipeline_path,
+        )
+        return self.console.install
 
     def _build(self, telemetry: Telemetry) -> Pipeline | None:
         """Build every stage; ``None`` when asked to stop meanwhile.
@@ -241,14 +206,12 @@ class Service:
             built.callback(segmenter.close)
             if self._stop.is_set():
                 return None
-            self.region_classes = region_classes_of(segmenter)
+            region_classes = region_classes_of(segmenter)
             tracker = build_tracker(  # RuleError: exit 2
-                self.config, segmenter.class_names, self.region_classes
+                self.config, segmenter.class_names, region_classes
             )
             built.callback(tracker.close)
             self.model_loaded = True
-            if self.events is not None:
-                self.events.class_names = tuple(segmenter.class_names)
             metrics = PipelineMetrics(telemetry.meter)
             swap = self.swap = build_swap_controller(
                 self.config, on_refused=lambda why: metrics.swap_refused.add(1, {"reason": why})
@@ -256,15 +219,32 @@ class Service:
             clips = self.clips = build_clip_hook(self.config, meter=telemetry.meter)
             self._hooks = [h for h in (swap, clips) if h is not None]
             built.callback(self._close_hooks)
-            with self._cameras_lock:
-                sources = self._open_cameras(self.cameras)
-                self.pipeline = self._new_pipeline(
+            console = self.console
+            forget = [clips.remove_camera] if clips is not None else []  # besides the tracker
+            if console is not None:
+                forget.append(console.live.forget)
+            pipeline = self.pipeline = self.served.open_into(
+                lambda sources: self._new_pipeline(
                     telemetry, segmenter, tracker, sources, metrics, swap, clips
-                )
-            feed_sinks(self, self.pipeline)  # camera health, alert snapshots: sinks that take them
+                ),
+                forget=forget,
+            )
+            if console is not None:
+                console.attach(pipeline, swap=swap, clips=clips, region_classes=region_classes)
+            self._feed_sinks(pipeline)
             metrics.observe_model(lambda: model_counts(self.model_health()))
             built.pop_all()  # the pipeline owns the stages now, run() the hooks
         return self.pipeline
+
+    def _feed_sinks(self, pipeline: Pipeline) -> None:
+        """Camera health, recording's alerts, snapshots: to the sinks that take them."""
+        feeds = SinkFeeds(
+            pipeline.sinks,
+            health=lambda: {cid: d for cid, (_s, _r, d) in pipeline.camera_states().items()},
+            count_untracked=not self.config.tracking.enabled,
+        )
+        console = self.console
+        feeds.connect(clips=self.clips, events=console.events if console is not None else None)
 
     def _close_hooks(self) -> None:
         hooks, self._hooks = self._hooks, []
@@ -274,10 +254,7 @@ class Service:
             except Exception:
                 log.exception("runtime: closing %s failed", type(hook).__name__)
 
-    def _open_camera(self, cam: CameraConfig) -> Any:
-        return self._open_cameras([cam])[cam.id]
-
-    def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, Any]:
+    def _open_cameras(self, cams: Sequence[CameraConfig]) -> dict[str, SourceLike]:
         """Sources of ``cams`` as the pipeline reads them (decode device, clip packets)."""
         device = decode_device(self.config, cams)
         on_packet = self.clips.on_packet if self.clips is not None else None
@@ -286,12 +263,12 @@ class Service:
     def _new_pipeline(
         self,
         telemetry: Telemetry,
-        segmenter: SegmenterLike,
-        tracker: Tracker,
-        sources: dict[str, Any],
+        segmenter: Segmenter | ModelProcess,
+        tracker: TrackingLike,
+        sources: dict[str, SourceLike],
         metrics: PipelineMetrics,
-        swap: Any,
-        clips: Any,
+        swap: SwapController | None,
+        clips: ClipHook | None,
     ) -> Pipeline:
         return build_pipeline(
             self.config,
@@ -300,9 +277,10 @@ class Service:
             sources=sources,
             metrics=metrics,
             tracer=FrameTracer(telemetry.tracer, enabled=telemetry.traces_enabled),
-            between_batches=swap.apply_pending if swap is not None else None,
+            # hot swap loads weights into the model built here, between two batches
+            between_batches=(lambda _: swap.apply_pending(segmenter)) if swap is not None else None,
             on_events=clips.on_events if clips is not None else None,
-            tap=self.live,
+            tap=self.console.live if self.console is not None else None,
             stamp=self.fleet.stamp if self.fleet is not None else None,
             fence=self.fleet.admits if self.fleet is not None else None,
         )

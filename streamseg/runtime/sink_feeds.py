@@ -14,41 +14,58 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamseg.publish.encode import alert_message, dumps
-from streamseg.publish.sink import Message
+from streamseg.publish.sink import Message, Sink
 from streamseg.types import Event
 
 if TYPE_CHECKING:
-    from streamseg.runtime.pipeline import Pipeline
-    from streamseg.runtime.service import Service
+    from streamseg.console.events import EventLog
+    from streamseg.record.clips import ClipHook
 
-__all__ = ["feed_sinks"]
+__all__ = ["SinkFeeds"]
 
 
-def feed_sinks(service: Service, pipeline: Pipeline) -> None:
-    """Give the sinks of ``pipeline`` the camera health and alert snapshots they take."""
+class SinkFeeds:
+    """The sinks' feeds besides the pipeline's messages: camera health, recording's
+    own alerts, alert snapshots.
 
-    def health() -> dict[str, dict[str, Any]]:
-        return {cid: details for cid, (_s, _r, details) in pipeline.camera_states().items()}
+    Args:
+        sinks: the pipeline's sinks; each is given ``health`` at once.
+        health: ``{camera: details}`` of the cameras served now.
+        count_untracked: what ``Sink.attach_health`` counts without tracking.
+    """
 
-    for sink in pipeline.sinks:
-        sink.attach_health(health, count_untracked=not service.config.tracking.enabled)
-    if service.clips is not None:
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        *,
+        health: Callable[[], dict[str, dict[str, Any]]],
+        count_untracked: bool,
+    ) -> None:
+        self._sinks = tuple(sinks)
+        self._takers = tuple(s for s in self._sinks if s.accepts("snapshot"))
+        for sink in self._sinks:
+            sink.attach_health(health, count_untracked=count_untracked)
 
-        def on_alert(event: Event) -> None:
-            now = time.time()
-            body = dumps(alert_message(event))
-            for sink in pipeline.sinks:
-                sink.submit([Message("alert", event.camera_id, body, published_time=now)])
+    def connect(self, *, clips: ClipHook | None, events: EventLog | None) -> None:
+        """Feed recording's alerts (``clips.on_alert``) and, when a sink takes them,
+        the event log's snapshots (``events.on_snapshot``) to the sinks."""
+        if clips is not None:
+            clips.on_alert = self.alert
+        if events is not None and self._takers:
+            events.on_snapshot = self.snapshot
 
-        service.clips.on_alert = on_alert
-    takers = [s for s in pipeline.sinks if s.accepts("snapshot")]
-    if takers and service.events is not None:
+    def alert(self, event: Event) -> None:
+        """Publish one alert of recording's own (``disk_full``) to every sink."""
+        now = time.time()
+        body = dumps(alert_message(event))
+        for sink in self._sinks:
+            sink.submit([Message("alert", event.camera_id, body, published_time=now)])
 
-        def on_snapshot(camera_id: str, jpeg: bytes) -> None:
-            for sink in takers:
-                sink.submit([Message("snapshot", camera_id, jpeg)])
-
-        service.events.on_snapshot = on_snapshot
+    def snapshot(self, camera_id: str, jpeg: bytes) -> None:
+        """Hand one alert snapshot (JPEG bytes) to the sinks that take snapshots."""
+        for sink in self._takers:
+            sink.submit([Message("snapshot", camera_id, jpeg)])

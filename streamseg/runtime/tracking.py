@@ -2,10 +2,11 @@
 
 ::
 
-    results queue -> Tracker.process per frame (stage "track") -> publish queue (block)
+    results queue -> TrackingLike.process per frame (stage "track") -> publish queue (block)
 
 Thread ``track`` takes the segmented frames in order, gives each to the
-tracker (track ids, alert events), hands the frames of watched cameras with
+``TrackingLike`` (``streamseg.track.stage.TrackingStage``: track ids, alert
+events; it knows no queue or thread), hands the frames of watched cameras with
 their pixels to the console's live view (``FrameTap``), passes the events to
 ``on_events`` (clips around alerts) and queues ``(result, events)`` for
 publishing. A frame the tracker fails goes on untracked, the error logged
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamseg.runtime.protocols import FrameTap, Tracker
+from streamseg.runtime.protocols import FrameTap, TrackingLike
 from streamseg.runtime.queues import StageQueue
 from streamseg.runtime.stats import PipelineStats
 from streamseg.telemetry.metrics import PipelineMetrics
@@ -47,7 +48,7 @@ class TrackStage:
     def __init__(
         self,
         *,
-        tracker: Tracker,
+        tracker: TrackingLike,
         results: StageQueue[FrameResult],
         to_publish: StageQueue[list[TrackItem]],
         stats: PipelineStats,

@@ -16,28 +16,24 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 
-import numpy as np
 import torch
 from opentelemetry import metrics
 
 from streamseg.track.alerts import AlertsConfig, CameraAlerts
 from streamseg.track.config import TrackingConfig
-from streamseg.track.given import GivenIdTracker
 from streamseg.track.rules.engine import CameraRules
-from streamseg.track.tracker import CONFIRMED, LOST, TENTATIVE, ByteTracker
+from streamseg.track.trackers import InstanceTracker, build_tracker
 from streamseg.track.view import FrameInfo
-from streamseg.types import Event, FrameResult, Track, TrackState
+from streamseg.types import Event, FrameResult, Track
 
 __all__ = ["TrackingStage", "build_tracking_stage"]
 
 log = logging.getLogger("streamseg.track")
 
-_STATES = {TENTATIVE: TrackState.TENTATIVE, CONFIRMED: TrackState.CONFIRMED, LOST: TrackState.LOST}
-
 
 @dataclasses.dataclass
 class _Camera:
-    tracker: ByteTracker | GivenIdTracker
+    tracker: InstanceTracker
     rules: CameraRules | None
     image_size: tuple[int, int] | None = None
 
@@ -96,15 +92,10 @@ class TrackingStage:
             self._apply_pending()
         cam = self._camera(frame.camera_id, inst.image_size)
         info = FrameInfo(frame.camera_id, frame.capture_time, frame.seq, frame.pts, inst.image_size)
-        boxes = _host(inst.boxes, np.float64)
-        scores = _host(inst.scores, np.float64)
-        labels = _host(inst.labels, np.int64)
-        if isinstance(cam.tracker, ByteTracker):
-            out = cam.tracker.update(info, boxes, scores, labels, inst.masks)
-            self._count_confirmed(frame.camera_id, cam.tracker)
-        else:
-            given = None if inst.track_ids is None else inst.track_ids.cpu().numpy()
-            out = cam.tracker.update(info, boxes, scores, labels, given, inst.masks)
+        out = cam.tracker.update(info, inst)
+        started = cam.tracker.confirmed()
+        if started:
+            self._metrics.started.add(started, {"camera": frame.camera_id})
         track_ids = torch.from_numpy(out.track_ids)
         if inst.device.type != "cpu":
             track_ids = track_ids.to(inst.device)
@@ -209,26 +200,7 @@ class TrackingStage:
     def tracks(self, camera_id: str) -> list[Track]:
         """Snapshots of a camera's live tracks (tentative, confirmed and lost)."""
         cam = self.cameras.get(camera_id)
-        if cam is None or not isinstance(cam.tracker, ByteTracker):
-            return []
-        table, boxes = cam.tracker.snapshot_rows()
-        labels = table.labels()
-        return [
-            Track(
-                track_id=int(table.ids[i]),
-                camera_id=camera_id,
-                state=_STATES[int(table.state[i])],
-                box=torch.tensor(
-                    table.last_box[i] if table.det[i] >= 0 else boxes[i], dtype=torch.float32
-                ),
-                label=int(labels[i]),
-                score=float(table.score[i]),
-                first_seen=float(table.first_seen[i]),
-                last_seen=float(table.last_seen[i]),
-                hits=int(table.hits[i]),
-            )
-            for i in range(len(table))
-        ]
+        return cam.tracker.tracks(camera_id) if cam is not None else []
 
     def close(self) -> None:
         """Drop all state (the stage's gauges stop reporting)."""
@@ -248,23 +220,12 @@ class TrackingStage:
                 cam.image_size,
                 size,
             )
-        tracker: ByteTracker | GivenIdTracker
-        if self.tracking.enabled:
-            tracker = ByteTracker(settings=self.tracking, num_classes=len(self.class_names))
-        else:
-            tracker = GivenIdTracker(max_lost_seconds=self.tracking.max_lost_seconds)
+        tracker = build_tracker(self.tracking, num_classes=len(self.class_names))
         rules = self._rules.get(camera_id)
         if rules is not None and cam is not None:
             rules = self._rules[camera_id] = self._new_rules(camera_id, rules.config)
         cam = self.cameras[camera_id] = _Camera(tracker, rules, size)
         return cam
-
-    def _count_confirmed(self, camera_id: str, tracker: ByteTracker) -> None:
-        t = tracker.table
-        fresh = (t.hits == self.tracking.confirm_hits) & (t.det >= 0) & (t.state == CONFIRMED)
-        n = int(np.count_nonzero(fresh))
-        if n:
-            self._metrics.started.add(n, {"camera": camera_id})
 
     # -- gauges ----------------------------------------------------------------------
     def occupancy_observations(self) -> Iterator[tuple[int, dict[str, str]]]:
@@ -282,25 +243,8 @@ class TrackingStage:
         for cid, cam in list(self.cameras.items()):
             if cid in self._forget:
                 continue
-            if not isinstance(cam.tracker, ByteTracker):
-                yield len(cam.tracker), {"camera": cid, "state": "confirmed"}
-                continue
-            states = cam.tracker.table.state
-            for code, name in _STATES.items():
-                yield int(np.count_nonzero(states == code)), {"camera": cid, "state": str(name)}
-
-
-def _host(values: torch.Tensor, dtype: type[np.generic]) -> np.ndarray:
-    """``values`` as a numpy array of ``dtype`` on the host.
-
-    A CPU tensor is converted by numpy: a torch call on a tiny tensor lets
-    other threads take the GIL (see ``docs/performance.md``).
-    """
-    if values.requires_grad:
-        values = values.detach()
-    if values.device.type != "cpu":
-        values = values.cpu()
-    return values.numpy().astype(dtype, copy=False)
+            for state, n in cam.tracker.state_counts().items():
+                yield n, {"camera": cid, "state": state}
 
 
 def build_tracking_stage(

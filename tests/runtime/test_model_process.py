@@ -18,8 +18,9 @@ import torch
 
 from streamseg.bench.clips import MemorySource
 from streamseg.config import ConfigError, load_pipeline
-from streamseg.hosting.build import build_model_stage, build_segmenter
+from streamseg.hosting.build import build_model_stage
 from streamseg.hosting.process import ModelProcess, ModelProcessError
+from streamseg.hosting.segmenter import build_segmenter
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.runtime.factory import build_pipeline
 from streamseg.segment.config import ModelConfig

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from streamseg.config import load_pipeline
-from streamseg.hosting.build import build_segmenter
+from streamseg.hosting.segmenter import build_segmenter
 from streamseg.models.checkpoint import CheckpointError
 from streamseg.segment import Segmenter
 from streamseg.synthetic.scene import SYNTHETIC_CLASS_NAMES as NAMES
