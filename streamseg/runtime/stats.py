@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from streamseg.percentiles import percentiles
 from streamseg.runtime.rates import FrameRate
 from streamseg.telemetry.metrics import PipelineMetrics
 
@@ -248,10 +249,9 @@ class PipelineStats:
 
 
 def _percentiles(data: list[float], qs: Sequence[float]) -> list[float | None]:
-    """Nearest-rank percentiles (0-100) of sorted ``data``."""
-    if not data:
-        return [None for _ in qs]
-    return [data[min(len(data) - 1, round(q / 100 * (len(data) - 1)))] for q in qs]
+    """Nearest-rank percentiles (0-100) of ``data`` (``streamseg.percentiles``); ``None``
+    for each when nothing was measured yet."""
+    return [*percentiles(data, qs)] if data else [None for _ in qs]
 
 
 def _no_reasons() -> dict[str, collections.Counter[str]]:
