@@ -8,11 +8,13 @@ checkpoint's ``backbone.body.*`` entries load as they are.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["BasicBlock", "Bottleneck", "FrozenBatchNorm2d", "ResNet"]
+__all__ = ["BasicBlock", "Bottleneck", "FrozenBatchNorm2d", "ResNet", "conv_frozen_bn"]
 
 
 class FrozenBatchNorm2d(nn.Module):
@@ -53,14 +55,39 @@ class FrozenBatchNorm2d(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
+def conv_frozen_bn(conv: nn.Conv2d, bn: FrozenBatchNorm2d, x: Tensor) -> Tensor:
+    """``bn(conv(x))``; in training, one convolution with the frozen norm folded in.
+
+    A frozen norm is a per-channel constant ``(scale, shift)``, so
+    ``conv(x, W) * scale + shift == conv(x, W * scale) + shift``: training
+    convolves with ``W * scale`` (a weight-sized product, through which the
+    gradient of ``W`` flows) and ``shift`` as the bias, sparing the pass over
+    the feature map forward and backward. In eval mode (serving, evaluation)
+    the two steps stay as they are, so inference is bit for bit unchanged.
+    """
+    if not bn.training:
+        return bn(conv(x))
+    scale, shift = bn.scale_shift()
+    weight = conv.weight * scale.view(-1, 1, 1, 1).to(conv.weight.dtype)
+    padding: Any = conv.padding
+    return F.conv2d(x, weight, shift, conv.stride, padding, conv.dilation, conv.groups)
+
+
 def _conv(cin: int, cout: int, k: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+
+
+class _Downsample(nn.Sequential):
+    """The shortcut's 1x1 conv (``.0``) and frozen norm (``.1``), folded in training."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return conv_frozen_bn(self[0], self[1], x)
 
 
 def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
     if stride == 1 and cin == cout:
         return None
-    return nn.Sequential(_conv(cin, cout, 1, stride), FrozenBatchNorm2d(cout))
+    return _Downsample(_conv(cin, cout, 1, stride), FrozenBatchNorm2d(cout))
 
 
 class BasicBlock(nn.Module):
@@ -84,8 +111,8 @@ class BasicBlock(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
+        out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
+        out = conv_frozen_bn(self.conv2, self.bn2, out)
         return self.relu(out + identity)
 
 
@@ -115,9 +142,9 @@ class Bottleneck(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
+        out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
+        out = self.relu(conv_frozen_bn(self.conv2, self.bn2, out))
+        out = conv_frozen_bn(self.conv3, self.bn3, out)
         return self.relu(out + identity)
 
 
@@ -166,7 +193,7 @@ class ResNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.maxpool(self.relu(conv_frozen_bn(self.conv1, self.bn1, x)))
         outs = []
         for i in range(len(self.out_channels)):
             x = getattr(self, f"layer{i + 1}")(x)
