@@ -81,7 +81,9 @@ class _Downsample(nn.Sequential):
     """The shortcut's 1x1 conv (``.0``) and frozen norm (``.1``), folded in training."""
 
     def forward(self, x: Tensor) -> Tensor:
-        return conv_frozen_bn(self[0], self[1], x)
+        conv, bn = self
+        assert isinstance(conv, nn.Conv2d) and isinstance(bn, FrozenBatchNorm2d)
+        return conv_frozen_bn(conv, bn, x)
 
 
 def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
