@@ -68,9 +68,38 @@ def conv_frozen_bn(conv: nn.Conv2d, bn: FrozenBatchNorm2d, x: Tensor) -> Tensor:
     if not bn.training:
         return bn(conv(x))
     scale, shift = bn.scale_shift()
-    weight = conv.weight * scale.view(-1, 1, 1, 1).to(conv.weight.dtype)
     padding: Any = conv.padding
-    return F.conv2d(x, weight, shift, conv.stride, padding, conv.dilation, conv.groups)
+    args = (conv.stride, padding, conv.dilation, conv.groups)
+    if torch.is_autocast_enabled(x.device.type) or isinstance(padding, str):
+        weight = conv.weight * scale.view(-1, 1, 1, 1).to(conv.weight.dtype)
+        return F.conv2d(x, weight, shift, *args)
+    out: Tensor = _FoldedConv.apply(x, conv.weight, scale, shift, args)
+    return out
+
+
+class _FoldedConv(torch.autograd.Function):
+    """``conv2d(x, weight * scale, shift)`` that keeps ``weight``, not the product, for
+    the backward pass (a copy of the weights fewer held per step; the product is
+    made again there)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, weight: Tensor, scale: Tensor, shift: Tensor, args: tuple
+    ) -> Tensor:
+        ctx.save_for_backward(x, weight, scale)
+        ctx.args = args
+        return F.conv2d(x, weight * scale.view(-1, 1, 1, 1), shift, *args)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, scale = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.args
+        s = scale.view(-1, 1, 1, 1)
+        mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], False]
+        gx, gw, _ = torch.ops.aten.convolution_backward(
+            grad, x, weight * s, None, stride, padding, dilation, False, [0, 0], groups, mask
+        )
+        return gx, (gw * s if gw is not None else None), None, None, None
 
 
 def _conv(cin: int, cout: int, k: int, stride: int = 1) -> nn.Conv2d:
