@@ -133,6 +133,7 @@ def build_bench(spec: TrainBenchSpec, device: torch.device | None = None) -> Ben
         max_iter=spec.warmup + spec.iters,
         device=device,
         precision=spec.precision,
+        channels_last=spec.channels_last,
     )
     samples = _samples(dataset, spec, input_spec(model))
 

@@ -159,6 +159,9 @@ class SolverConfig(StrictModel):
         precision: ``fp32``, ``bf16`` (autocast) or ``fp16`` (autocast and a
             gradient scaler).
         tf32: allow TF32 matmuls and convolutions on NVIDIA GPUs.
+        channels_last: the model's weights and the input images in
+            channels-last (NHWC) memory format; on this project's CPU the
+            R50-FPN step takes about 0.9x the CPU time (docs/training.md).
         seed: seeds data order, augmentation and the model's sampling.
     """
 
@@ -179,6 +182,7 @@ class SolverConfig(StrictModel):
     clip_grad_norm: float | None = Field(default=None, gt=0.0)
     precision: PrecisionName = "fp32"
     tf32: bool = True
+    channels_last: bool = False
     seed: int = 0
 
     @field_validator("steps")

@@ -242,6 +242,8 @@ def _run(
     seed_everything(cfg.solver.seed)  # the initialisation of new layers
     model, options = build_train_model(cfg.model, class_names, load_weights=not resume)
     model.to(device)
+    if cfg.solver.channels_last:
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if not resume:
         _init_norms(cfg, model, train_set, device)
     optimizer = build_optimizer(model, cfg.solver)
@@ -271,6 +273,7 @@ def _run(
         seed=cfg.solver.seed,
         device=device,
         precision=cfg.solver.precision,
+        channels_last=cfg.solver.channels_last,
         clip_grad_norm=cfg.solver.clip_grad_norm,
         dist=info,
         images_per_iter=cfg.solver.batch_size * cfg.solver.accumulation * info.world_size,

@@ -97,6 +97,8 @@ class Trainer:
         max_iter / start_iter: iteration range.
         seed: base of the per-micro-batch seeds.
         precision: ``fp32`` / ``bf16`` / ``fp16`` (autocast).
+        channels_last: give the model its images in channels-last memory format
+            (its weights are converted by whoever builds it).
         clip_grad_norm: clip the global gradient norm, or ``None``.
         dist: the process group; losses are averaged over it for logging.
         images_per_iter: images of one iteration over all processes.
@@ -118,6 +120,7 @@ class Trainer:
         seed: int = 0,
         device: torch.device | None = None,
         precision: str = "fp32",
+        channels_last: bool = False,
         clip_grad_norm: float | None = None,
         dist: DistInfo | None = None,
         images_per_iter: int = 1,
@@ -136,6 +139,7 @@ class Trainer:
         self.seed = seed
         self.device = device if device is not None else torch.device("cpu")
         self.precision = precision
+        self.channels_last = channels_last
         self.clip_grad_norm = clip_grad_norm
         self.dist = dist if dist is not None else DistInfo()
         self.images_per_iter = images_per_iter
@@ -251,8 +255,11 @@ class Trainer:
     def forward(self, seed: int, part: Part) -> tuple[Tensor, dict[str, Tensor]]:
         """The model's losses on ``part`` and their sum, the global RNGs seeded with ``seed``."""
         torch.manual_seed(seed)  # seeds CUDA as well
+        images = part.images
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
         with autocast(self.device, self.precision):
-            loss_dict = self.model(part.images, part.sizes, part.targets)
+            loss_dict = self.model(images, part.sizes, part.targets)
         loss = sum(loss_dict.values())
         assert isinstance(loss, Tensor)
         return loss, loss_dict

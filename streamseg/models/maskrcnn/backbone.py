@@ -8,11 +8,13 @@ checkpoint's ``backbone.body.*`` entries load as they are.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["BasicBlock", "Bottleneck", "FrozenBatchNorm2d", "ResNet"]
+__all__ = ["BasicBlock", "Bottleneck", "FrozenBatchNorm2d", "ResNet", "conv_frozen_bn"]
 
 
 class FrozenBatchNorm2d(nn.Module):
@@ -53,14 +55,70 @@ class FrozenBatchNorm2d(nn.Module):
         return f"{self.weight.shape[0]}, eps={self.eps}"
 
 
+def conv_frozen_bn(conv: nn.Conv2d, bn: FrozenBatchNorm2d, x: Tensor) -> Tensor:
+    """``bn(conv(x))``; in training, one convolution with the frozen norm folded in.
+
+    A frozen norm is a per-channel constant ``(scale, shift)``, so
+    ``conv(x, W) * scale + shift == conv(x, W * scale) + shift``: training
+    convolves with ``W * scale`` (a weight-sized product, through which the
+    gradient of ``W`` flows) and ``shift`` as the bias, sparing the pass over
+    the feature map forward and backward. In eval mode (serving, evaluation)
+    the two steps stay as they are, so inference is bit for bit unchanged.
+    """
+    if not bn.training:
+        return bn(conv(x))
+    scale, shift = bn.scale_shift()
+    padding: Any = conv.padding
+    args = (conv.stride, padding, conv.dilation, conv.groups)
+    if torch.is_autocast_enabled(x.device.type) or isinstance(padding, str):
+        weight = conv.weight * scale.view(-1, 1, 1, 1).to(conv.weight.dtype)
+        return F.conv2d(x, weight, shift, *args)
+    out: Tensor = _FoldedConv.apply(x, conv.weight, scale, shift, args)
+    return out
+
+
+class _FoldedConv(torch.autograd.Function):
+    """``conv2d(x, weight * scale, shift)`` that keeps ``weight``, not the product, for
+    the backward pass (a copy of the weights fewer held per step; the product is
+    made again there)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, x: Tensor, weight: Tensor, scale: Tensor, shift: Tensor, args: tuple
+    ) -> Tensor:
+        ctx.save_for_backward(x, weight, scale)
+        ctx.args = args
+        return F.conv2d(x, weight * scale.view(-1, 1, 1, 1), shift, *args)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, scale = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.args
+        s = scale.view(-1, 1, 1, 1)
+        mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], False]
+        gx, gw, _ = torch.ops.aten.convolution_backward(
+            grad, x, weight * s, None, stride, padding, dilation, False, [0, 0], groups, mask
+        )
+        return gx, (gw * s if gw is not None else None), None, None, None
+
+
 def _conv(cin: int, cout: int, k: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+
+
+class _Downsample(nn.Sequential):
+    """The shortcut's 1x1 conv (``.0``) and frozen norm (``.1``), folded in training."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        conv, bn = self
+        assert isinstance(conv, nn.Conv2d) and isinstance(bn, FrozenBatchNorm2d)
+        return conv_frozen_bn(conv, bn, x)
 
 
 def _downsample(cin: int, cout: int, stride: int) -> nn.Module | None:
     if stride == 1 and cin == cout:
         return None
-    return nn.Sequential(_conv(cin, cout, 1, stride), FrozenBatchNorm2d(cout))
+    return _Downsample(_conv(cin, cout, 1, stride), FrozenBatchNorm2d(cout))
 
 
 class BasicBlock(nn.Module):
@@ -84,8 +142,8 @@ class BasicBlock(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
+        out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
+        out = conv_frozen_bn(self.conv2, self.bn2, out)
         return self.relu(out + identity)
 
 
@@ -115,9 +173,9 @@ class Bottleneck(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
+        out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
+        out = self.relu(conv_frozen_bn(self.conv2, self.bn2, out))
+        out = conv_frozen_bn(self.conv3, self.bn3, out)
         return self.relu(out + identity)
 
 
@@ -166,7 +224,7 @@ class ResNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.maxpool(self.relu(conv_frozen_bn(self.conv1, self.bn1, x)))
         outs = []
         for i in range(len(self.out_channels)):
             x = getattr(self, f"layer{i + 1}")(x)
