@@ -5,8 +5,9 @@ The workflow of docs/training.md ("Teach it a new class"), every step a
 ``streamseg`` command, on synthetic footage whose fifth class (hexagon) the
 shipped demo model has never seen:
 
-1. ``streamseg synth --shapes 5``: new footage (an MP4) showing hexagons among
-   the old shapes; its exact ground truth stands in for a person's labels;
+1. ``streamseg synth --shapes 5``: new footage (an MP4 per camera, one scene
+   seed each) showing hexagons among the old shapes; its exact ground truth
+   stands in for a person's labels;
 2. ``streamseg label``: the current model labels the classes it knows;
 3. hand labels: only the hexagons, on the frames ``label`` wrote (taken from
    the ground truth, as a person would draw them in an annotation tool);
@@ -22,7 +23,8 @@ mask and box AP, the old classes' AP before and after, the classes kept and
 added, what the label files held, and training's CPU and wall time.
 
     scripts/teach_new_class.py                       # the real run (about 15 CPU minutes)
-    scripts/teach_new_class.py --iterations 2 --footage-frames 12 --eval-frames 2   # plumbing
+    scripts/teach_new_class.py --iterations 2 --footage-seeds 201 --footage-frames 12 \
+        --eval-frames 1                              # the plumbing only
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--weights", default="models/demo_small.pth", help="the model serving now")
     p.add_argument("--work", default="runs/teach_hexagon", help="folder for every output")
-    p.add_argument("--footage-seed", type=int, default=201)
-    p.add_argument("--footage-frames", type=int, default=1200, help="frames of new footage")
+    p.add_argument(
+        "--footage-seeds", default="201,202,203,204,205,206", help="one camera (scene) per seed"
+    )
+    p.add_argument("--footage-frames", type=int, default=300, help="frames per camera")
     p.add_argument("--every", type=int, default=4, help="label every N-th frame")
     p.add_argument("--teacher-threshold", type=float, default=0.5)
-    p.add_argument("--iterations", type=int, default=1000)
+    p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--lr", type=float, default=0.0005)
     p.add_argument("--freeze", type=int, default=0, help="model.freeze_backbone_stages")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each command")
@@ -90,36 +94,40 @@ class Runner:
         return done.stdout
 
 
-def hand_labels(truth_path: Path, teacher_path: Path, out: Path) -> int:
+def hand_labels(footage: Path, teacher_path: Path, out: Path) -> int:
     """The new class's true instances on the frames the teacher labelled, under the
     teacher file's image names: what a person labelling only the new class gives."""
-    truth = json.loads(truth_path.read_text())
     teacher = json.loads(teacher_path.read_text())
-    new_id = next(c["id"] for c in truth["categories"] if c["name"] == NEW_CLASS)
-    by_frame: dict[int, list[dict[str, Any]]] = {}
-    for ann in truth["annotations"]:
-        if ann["category_id"] == new_id:
-            by_frame.setdefault(int(ann["image_id"]) - 1, []).append(ann)  # ids are frame + 1
+    truths: dict[str, dict[int, list[dict[str, Any]]]] = {}  # camera -> frame -> instances
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     for image in teacher["images"]:
+        camera = Path(image["video"]).stem
+        if camera not in truths:
+            truths[camera] = _truth(footage / camera / "annotations.json")
         images.append({k: image[k] for k in ("id", "file_name", "height", "width")})
-        for ann in by_frame.get(int(image["frame_index"]), []):
+        for ann in truths[camera].get(int(image["frame_index"]), []):
             keep = ("segmentation", "bbox", "area", "iscrowd")
             annotations.append(
                 {"id": len(annotations) + 1, "image_id": image["id"], "category_id": 1}
                 | {k: ann[k] for k in keep}
             )
+    categories = [{"id": 1, "name": NEW_CLASS}]
     out.write_text(
-        json.dumps(
-            {
-                "images": images,
-                "annotations": annotations,
-                "categories": [{"id": 1, "name": NEW_CLASS}],
-            }
-        )
+        json.dumps({"images": images, "annotations": annotations, "categories": categories})
     )
     return len(annotations)
+
+
+def _truth(path: Path) -> dict[int, list[dict[str, Any]]]:
+    """Frame index -> the new class's instances, from ``streamseg synth``'s COCO file."""
+    truth = json.loads(path.read_text())
+    new_id = next(c["id"] for c in truth["categories"] if c["name"] == NEW_CLASS)
+    by_frame: dict[int, list[dict[str, Any]]] = {}
+    for ann in truth["annotations"]:
+        if ann["category_id"] == new_id:
+            by_frame.setdefault(int(ann["image_id"]) - 1, []).append(ann)  # ids are frame + 1
+    return by_frame
 
 
 def train_config(args: argparse.Namespace, meta: dict[str, Any], files: list[Path]) -> str:
@@ -183,18 +191,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from streamseg.models.checkpoint import checkpoint_meta
 
     meta = checkpoint_meta(REPO / args.weights)
-    footage = work / "footage"
-    run("synth", "synth", "--out", str(footage), "--seed", str(args.footage_seed),
-        "--frames", str(args.footage_frames), "--size", "240x320", "--objects", "6",
-        "--shapes", "5")  # fmt: skip
+    footage, videos = work / "footage", work / "footage" / "videos"
+    videos.mkdir(parents=True, exist_ok=True)
+    for seed in args.footage_seeds.split(","):
+        camera = footage / f"cam{seed}"
+        run(f"synth_{seed}", "synth", "--out", str(camera), "--seed", seed,
+            "--frames", str(args.footage_frames), "--size", "240x320", "--objects", "6",
+            "--shapes", "5")  # fmt: skip
+        (camera / "scene.mp4").replace(videos / f"cam{seed}.mp4")
     labelling = ["--every", str(args.every), "--score-threshold", str(args.teacher_threshold)]
     label = json.loads(
-        run("label", "label", str(footage / "scene.mp4"), "--weights", args.weights,
+        run("label", "label", str(videos), "--weights", args.weights,
             "--out", str(work / "labels"), *labelling)
     )  # fmt: skip
     teacher = work / "labels" / "annotations.json"
     hand = work / "labels" / "hand.json"
-    hand_count = hand_labels(footage / "annotations.json", teacher, hand)
+    hand_count = hand_labels(footage, teacher, hand)
     config = work / "train.yaml"
     config.write_text(train_config(args, meta, [hand, teacher]))
     trained = json.loads(run("train", "train", str(config), *threads))

@@ -49,7 +49,7 @@ def test_teach_a_new_class_end_to_end(tmp_path: Path) -> None:
     work = tmp_path / "teach"
     done = subprocess.run(
         [sys.executable, "scripts/teach_new_class.py", "--work", str(work), "--iterations", "2",
-         "--footage-frames", "12", "--every", "4", "--eval-frames", "1"],
+         "--footage-seeds", "201", "--footage-frames", "12", "--every", "4", "--eval-frames", "1"],
         cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
