@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -59,6 +60,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--freeze", type=int, default=0, help="model.freeze_backbone_stages")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each command")
     p.add_argument("--eval-frames", type=int, default=60, help="frames per held-out scene")
+    p.add_argument(
+        "--reuse-labels",
+        action="store_true",
+        help="keep WORK's footage and teacher labels from an earlier run (train and eval again)",
+    )
     p.add_argument("--python", default=sys.executable)
     return p.parse_args(argv)
 
@@ -181,6 +187,23 @@ def held_out(shapes: int, frames: int) -> list[str]:
     ]
 
 
+def make_labels(args: argparse.Namespace, run: Runner, footage: Path, out: Path) -> Any:
+    """New footage (``synth``, one camera per seed) and its teacher labels (``label``)."""
+    videos = footage / "videos"
+    videos.mkdir(parents=True, exist_ok=True)
+    for seed in args.footage_seeds.split(","):
+        camera = footage / f"cam{seed}"
+        run(f"synth_{seed}", "synth", "--out", str(camera), "--seed", seed,
+            "--frames", str(args.footage_frames), "--size", "240x320", "--objects", "6",
+            "--shapes", "5")  # fmt: skip
+        (camera / "scene.mp4").replace(videos / f"cam{seed}.mp4")
+    labelling = ["--every", str(args.every), "--score-threshold", str(args.teacher_threshold)]
+    return json.loads(
+        run("label", "label", str(videos), "--weights", args.weights, "--out", str(out),
+            *labelling)
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _args(argv)
     work = Path(args.work).resolve()
@@ -191,24 +214,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from streamseg.models.checkpoint import checkpoint_meta
 
     meta = checkpoint_meta(REPO / args.weights)
-    footage, videos = work / "footage", work / "footage" / "videos"
-    videos.mkdir(parents=True, exist_ok=True)
-    for seed in args.footage_seeds.split(","):
-        camera = footage / f"cam{seed}"
-        run(f"synth_{seed}", "synth", "--out", str(camera), "--seed", seed,
-            "--frames", str(args.footage_frames), "--size", "240x320", "--objects", "6",
-            "--shapes", "5")  # fmt: skip
-        (camera / "scene.mp4").replace(videos / f"cam{seed}.mp4")
-    labelling = ["--every", str(args.every), "--score-threshold", str(args.teacher_threshold)]
-    label = json.loads(
-        run("label", "label", str(videos), "--weights", args.weights,
-            "--out", str(work / "labels"), *labelling)
-    )  # fmt: skip
+    footage = work / "footage"
+    if args.reuse_labels and (work / "labels" / "annotations.json").is_file():
+        written = json.loads((work / "labels" / "annotations.json").read_text())
+        label = {"images": len(written["images"]), "instances": len(written["annotations"])}
+    else:
+        label = make_labels(args, run, footage, work / "labels")
     teacher = work / "labels" / "annotations.json"
     hand = work / "labels" / "hand.json"
     hand_count = hand_labels(footage, teacher, hand)
     config = work / "train.yaml"
     config.write_text(train_config(args, meta, [hand, teacher]))
+    shutil.rmtree(work / "run", ignore_errors=True)  # a fresh run, not a resumed one
     trained = json.loads(run("train", "train", str(config), *threads))
     new = str(work / "run" / "model_final.pth")
     old_data = [x for d in held_out(4, args.eval_frames) for x in ("--data", d)]
