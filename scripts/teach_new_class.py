@@ -61,6 +61,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads of each command")
     p.add_argument("--eval-frames", type=int, default=60, help="frames per held-out scene")
     p.add_argument(
+        "--replay",
+        type=int,
+        default=0,
+        help="also train on this many of the demo model's own training scenes (seeds 101..)",
+    )
+    p.add_argument(
         "--reuse-labels",
         action="store_true",
         help="keep WORK's footage and teacher labels from an earlier run (train and eval again)",
@@ -152,7 +158,15 @@ def train_config(args: argparse.Namespace, meta: dict[str, Any], files: list[Pat
             "options": options,
         },
         "data": {
-            "train": [{"annotations": [str(f) for f in files], "images": str(files[-1].parent)}],
+            "train": [{"annotations": [str(f) for f in files], "images": str(files[-1].parent)}]
+            + [
+                {
+                    "synthetic": f"synthetic://?seed={101 + i}&{SIZE}&objects=5",
+                    "frames": 150,
+                    "stride": 4,
+                }
+                for i in range(args.replay)
+            ],
             "min_size": [200, 220, 240, 260, 280],
             "max_size": 380,
             "workers": 1,
