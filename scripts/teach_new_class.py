@@ -13,7 +13,8 @@ shipped demo model has never seen:
    the ground truth, as a person would draw them in an annotation tool);
 4. ``streamseg train``: from the current model, its classes plus hexagon,
    on the two label files merged (hand labels win where both labelled one
-   object);
+   object), with some of the model's original training data mixed back in
+   (``--replay``: synthetic scenes of the demo model's training seeds);
 5. ``streamseg eval --baseline``: old and new model on held-out scenes of the
    old classes (the demo model's own eval data), and the new model's hexagon
    AP on held-out scenes with hexagons.
@@ -22,7 +23,7 @@ Prints one JSON object (also written to WORK/result.json): the new class's
 mask and box AP, the old classes' AP before and after, the classes kept and
 added, what the label files held, and training's CPU and wall time.
 
-    scripts/teach_new_class.py                       # the real run (about 15 CPU minutes)
+    scripts/teach_new_class.py                       # the real run (about 12 CPU minutes)
     scripts/teach_new_class.py --iterations 2 --footage-seeds 201 --footage-frames 12 \
         --eval-frames 1                              # the plumbing only
 """
@@ -63,7 +64,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--replay",
         type=int,
-        default=0,
+        default=6,
         help="also train on this many of the demo model's own training scenes (seeds 101..)",
     )
     p.add_argument(
