@@ -7,6 +7,11 @@ semantic or panoptic model (the checkpoint's task, or ``--task``) on data
 with panoptic ground truth (``synthetic://?...&stuff=1``) also gets
 ``panoptic`` (PQ, SQ, RQ of all classes, things and stuff) and ``sem_seg``
 (mIoU, pixel accuracy); see ``streamseg.train.evaluate``.
+
+``streamseg eval --baseline OLD.pth NEW.pth --data DATASET`` (or ``--weights
+NEW.pth``) evaluates both models on the same data and prints the comparison
+(each model's metrics, per class, and the differences) as one JSON object on
+stdout and as a table on stderr; see ``streamseg.train.compare``.
 """
 
 from __future__ import annotations
@@ -14,13 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
 from streamseg.models import ARCHITECTURES, PRECISIONS, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--weights", required=True, help="checkpoint to evaluate")
+    parser.add_argument(
+        "checkpoint", nargs="?", default=None, help="checkpoint to evaluate (or --weights)"
+    )
+    parser.add_argument("--weights", default=None, help="checkpoint to evaluate")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        metavar="OLD",
+        help="also evaluate this checkpoint (e.g. the one serving) on the same data and "
+        "print both, per class, with the differences",
+    )
+    parser.add_argument("--per-class", action="store_true", help="add each class's box and mask AP")
     parser.add_argument(
         "--data",
         required=True,
@@ -52,32 +70,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.models.checkpoint import CheckpointError
-    from streamseg.models.trained import load_trained_model
     from streamseg.train.data import DatasetError, UnionDataset
     from streamseg.train.datasets import open_dataset
-    from streamseg.train.evaluate import evaluate_model
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s: %(message)s")
+    if (args.checkpoint is None) == (args.weights is None):
+        raise UsageError("give the checkpoint to evaluate once: as an argument or --weights")
+    weights = args.checkpoint or args.weights
     try:
         # Cheap, so dataset errors come before the model loads.
         dataset = UnionDataset([open_dataset(d, args.images) for d in args.data])
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    data = args.data[0] if len(args.data) == 1 else args.data
+    if args.baseline is None:
+        result = _evaluate(weights, dataset, args, per_class=args.per_class, option="--weights")
+        print(json.dumps({"weights": weights, "data": data, **result}))
+        return EXIT_OK
+    from streamseg.train.compare import compare, format_table
+
+    old = _evaluate(args.baseline, dataset, args, per_class=True, option="--baseline")
+    new = _evaluate(weights, dataset, args, per_class=True, option="--weights")
+    both = compare(
+        {"weights": args.baseline, "data": data, **old}, {"weights": weights, "data": data, **new}
+    )
+    print(format_table(both), file=sys.stderr)
+    print(json.dumps(both))
+    return EXIT_OK
+
+
+def _evaluate(
+    weights: str, dataset: Any, args: argparse.Namespace, *, per_class: bool, option: str
+) -> dict[str, Any]:
+    """One model's eval result on ``dataset`` (its categories matched to the model's by name)."""
+    from streamseg.models.checkpoint import CheckpointError
+    from streamseg.models.trained import load_trained_model
+    from streamseg.train.evaluate import evaluate_model
+
+    try:
         task = {"task": args.task} if args.task else {}
         model, class_names = load_trained_model(
-            args.weights, arch=args.arch, score_threshold=args.score_threshold, **task
+            weights, arch=args.arch, score_threshold=args.score_threshold, **task
         )
     except CheckpointError as exc:  # what serve says of the same file
-        raise UsageError(f"--weights: {exc}") from None
-    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     missing = [n for n in dataset.native_class_names if n not in class_names]
     if missing:
         logging.getLogger("streamseg.train").warning(
-            "the model has no class for %s; those ground-truth instances are ignored", missing
+            "%s has no class for %s; those ground-truth instances are ignored", weights, missing
         )
     dataset.set_class_names(class_names)
     model.to(args.device)
-    result = evaluate_model(
+    result: dict[str, Any] = evaluate_model(
         model,
         dataset,
         class_names,
@@ -85,8 +131,6 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         precision=args.precision,
         max_images=args.max_images,
+        per_class=per_class,
     )
-    data = args.data[0] if len(args.data) == 1 else args.data
-    result = {"weights": args.weights, "data": data, **result}
-    print(json.dumps(result))
-    return EXIT_OK
+    return result

@@ -2,6 +2,7 @@
 
     streamseg synth --out DIR [--seed N] [--frames N] [--size HxW] [--fps F]
                     [--objects N] [--png] [--no-video] [--noise L] [--shake S]
+                    [--shapes 5]                 # 5: hexagons too (a fifth class)
     streamseg synth --bench [--frames N] [--size HxW] ...   # rendering speed, no files
 
 Prints one JSON object: what was written (or the timing figures).
@@ -39,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shake", type=float, default=0.0, help="camera shake, fraction of the frame 0..0.1"
     )
+    parser.add_argument(
+        "--shapes",
+        type=int,
+        default=4,
+        help="object classes: 4 (disc, square, triangle, star; default) or 5 (adds hexagon)",
+    )
     parser.add_argument("--crf", type=int, default=18, help="x264 quality (default 18)")
     parser.add_argument(
         "--bench",
@@ -70,9 +77,12 @@ def _scene(args: argparse.Namespace) -> Any:
             num_frames=args.frames,
             noise=args.noise,
             shake=args.shake,
+            shapes=args.shapes,
         )
     except ValueError as exc:
-        raise UsageError(f"{exc} (check --size, --fps, --objects, --noise, --shake)") from None
+        raise UsageError(
+            f"{exc} (check --size, --fps, --objects, --noise, --shake, --shapes)"
+        ) from None
 
 
 def _bench(args: argparse.Namespace) -> dict[str, Any]:

@@ -92,10 +92,15 @@ class Family:
             object" class is separate).
         tasks: the :data:`TASKS` its models run (the builder's ``task``
             option; ``instance`` needs no option).
+        class_layers: state-dict key prefixes of the layers with rows per
+            class (dim 0: ``rows`` per class slot, in the order of
+            :func:`streamseg.models.class_rows.class_slots`); a fine-tune
+            that changes the classes keeps the rows of the classes it kept.
     """
 
     counts_background: bool
     tasks: tuple[str, ...] = ("instance",)
+    class_layers: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +119,19 @@ TASKS: dict[str, str] = {
 }
 
 FAMILIES: dict[str, Family] = {
-    "maskrcnn": Family(counts_background=True),
-    "mask2former": Family(counts_background=False, tasks=tuple(TASKS)),
+    "maskrcnn": Family(
+        counts_background=True,
+        class_layers=(
+            "roi_heads.box_predictor.cls_score.",
+            "roi_heads.box_predictor.bbox_pred.",  # 4 rows (box deltas) per class
+            "roi_heads.mask_predictor.mask_fcn_logits.",
+        ),
+    ),
+    "mask2former": Family(
+        counts_background=False,
+        tasks=tuple(TASKS),
+        class_layers=("class_predictor.", "criterion.empty_weight"),
+    ),
 }
 
 # arch name -> builder and family. The builder takes keyword options

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from streamseg.ops import masks_to_rle
-from streamseg.synthetic.scene import SyntheticScene
+from streamseg.synthetic.scene import DEFAULT_SHAPES, SyntheticScene
 
 __all__ = ["scene_url", "write_scene"]
 
@@ -37,6 +37,8 @@ def scene_url(scene: SyntheticScene) -> str:
     )
     if scene.stuff:
         query += "&stuff=1"
+    if scene.shapes != DEFAULT_SHAPES:
+        query += f"&shapes={scene.shapes}"
     if scene.num_frames is not None:
         query += f"&frames={scene.num_frames}"
     return f"synthetic://?{query}"

@@ -31,11 +31,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from streamseg.synthetic.sprites import STAR, Appearance, make_appearance
+from streamseg.synthetic.sprites import STAR, Appearance, label_id, make_appearance
 
 __all__ = ["ObjectSpec", "Placement", "RandomObjects", "ScriptedObjects"]
-
-CLASS_IDS = {"disc": 1, "square": 2, "triangle": 3, "star": 4}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +42,7 @@ class ObjectSpec:
 
     Attributes:
         label: class name (``"disc"``, ``"square"``, ``"triangle"``,
-            ``"star"``) or its id (1..4).
+            ``"star"``) or its id (1..4; ``"hexagon"``, 5, in a scene with ``shapes=5``).
         size: ``(w, h)`` of the object's box in frame pixels.
         path: ``[(t, x, y), ...]``: the box centre ``(x, y)`` in frame pixels
             (continuous coordinates: pixel ``(0, 0)`` covers ``[0, 1)^2``) at
@@ -99,15 +97,6 @@ class ObjectSpec:
             raise ValueError(f"ObjectSpec.colour must be (r, g, b) in 0..255, got {self.colour}")
         if self.track_id is not None and self.track_id < 1:
             raise ValueError(f"ObjectSpec.track_id must be >= 1, got {self.track_id}")
-
-
-def label_id(label: str | int) -> int:
-    """Class id of a class name or id; ``ValueError`` for anything else."""
-    if isinstance(label, str) and label in CLASS_IDS:
-        return CLASS_IDS[label]
-    if isinstance(label, int) and not isinstance(label, bool) and 1 <= label <= 4:
-        return label
-    raise ValueError(f"unknown synthetic class {label!r}: use one of {sorted(CLASS_IDS)} or 1..4")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,8 +230,9 @@ def _make_life(
     window: float,
     width: int,
     height: int,
+    shapes: int,
 ) -> _Life:
-    label = int(rng.integers(1, 5))
+    label = int(rng.integers(1, shapes + 1))
     d = math.exp(rng.uniform(math.log(0.08), math.log(0.28)))
     aspect = rng.uniform(0.85, 1.15) if label == STAR else rng.uniform(0.7, 1.4)
     w, h = d * math.sqrt(aspect), d / math.sqrt(aspect)
@@ -301,8 +291,9 @@ class RandomObjects:
     larger ids; an id is never reused.
     """
 
-    def __init__(self, *, seed: int, count: int, width: int, height: int) -> None:
+    def __init__(self, *, seed: int, count: int, width: int, height: int, shapes: int = 4) -> None:
         self.seed, self.count, self.width, self.height = seed, count, width, height
+        self.shapes = shapes  # labels are drawn from 1..shapes
         self._periods: list[float] = []
         self._offsets: list[float] = []
         for k in range(count):
@@ -330,6 +321,7 @@ class RandomObjects:
             window=period - gap - 0.25,
             width=self.width,
             height=self.height,
+            shapes=self.shapes,
         )
         with self._lock:
             self._lives[(slot, epoch)] = life

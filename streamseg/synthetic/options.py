@@ -8,7 +8,7 @@ from typing import Any
 
 from streamseg.synthetic.sprites import LEVEL_MARGIN
 
-__all__ = ["URL_PARAMETERS", "check_options", "parse_synthetic_url"]
+__all__ = ["URL_PARAMETERS", "check_options", "check_shapes", "parse_synthetic_url"]
 
 
 def check_options(
@@ -36,6 +36,12 @@ def check_options(
         raise ValueError(f"shake must be 0..0.1 (fraction of the frame), got {shake}")
 
 
+def check_shapes(shapes: int) -> None:
+    """``shapes``: 4 (the scene's own classes) or 5 (adds the opt-in hexagon)."""
+    if shapes not in (4, 5):
+        raise ValueError(f"shapes must be 4 (disc..star) or 5 (adds hexagon), got {shapes}")
+
+
 # The scene's defaults of the options a URL may leave out (SyntheticScene's).
 _DEFAULTS: dict[str, Any] = {
     "height": 360,
@@ -59,6 +65,7 @@ URL_PARAMETERS: dict[str, tuple[str, type, str]] = {
     "shake": ("shake", float, "camera shake, fraction of the frame 0..0.1"),
     "min_pixels": ("min_visible_pixels", int, "smallest visible object kept in the gt"),
     "stuff": ("stuff", int, "1: ground, road and water regions under the objects"),
+    "shapes": ("shapes", int, "object classes: 4 (disc..star, default) or 5 (adds hexagon)"),
 }
 
 
@@ -95,4 +102,8 @@ def parse_synthetic_url(url: str) -> dict[str, Any]:
         raise ValueError(f"{url}: {exc}") from None
     if options.get("min_visible_pixels", 1) < 1:
         raise ValueError(f"{url}: min_pixels must be >= 1")
+    try:
+        check_shapes(options.get("shapes", 4))
+    except ValueError as exc:
+        raise ValueError(f"{url}: {exc}") from None
     return options

@@ -40,10 +40,16 @@ from streamseg.synthetic.motion import (
     RandomObjects,
     ScriptedObjects,
 )
-from streamseg.synthetic.options import URL_PARAMETERS, check_options, parse_synthetic_url
+from streamseg.synthetic.options import (
+    URL_PARAMETERS,
+    check_options,
+    check_shapes,
+    parse_synthetic_url,
+)
 from streamseg.synthetic.render import composite
 from streamseg.synthetic.sprites import (
     Sprite,
+    label_id,
     make_background,
     make_noise_field,
     make_sprite,
@@ -52,6 +58,7 @@ from streamseg.synthetic.stuff import STUFF_CLASS_NAMES, make_stuff
 from streamseg.types import Frame, Instances, Regions
 
 __all__ = [
+    "SHAPE_CLASS_NAMES",
     "SYNTHETIC_CLASS_NAMES",
     "URL_PARAMETERS",
     "ObjectSpec",
@@ -61,6 +68,11 @@ __all__ = [
 ]
 
 SYNTHETIC_CLASS_NAMES = ("__background__", "disc", "square", "triangle", "star")
+# The shapes a scene may draw, in label order; a scene draws the first
+# ``shapes`` of them (default 4: SYNTHETIC_CLASS_NAMES). The fifth, hexagon,
+# is opt-in (``shapes=5``): a class a model has not learnt, to teach it one.
+SHAPE_CLASS_NAMES = ("disc", "square", "triangle", "star", "hexagon")
+DEFAULT_SHAPES = 4
 
 _NOISE_PAD = 32  # the noise field is this much larger than the frame; offsets vary per frame
 
@@ -75,11 +87,12 @@ class SceneFrame:
         image: ``uint8 (H, W, 3)`` RGB tensor (CPU).
         gt: the visible objects, sorted by track id: ``boxes`` float32 xyxy
             pixels, tight around the visible mask (x2/y2 = last pixel + 1);
-            ``labels`` int64 (1..4, see ``SYNTHETIC_CLASS_NAMES``);
+            ``labels`` int64 (1..4, see ``SYNTHETIC_CLASS_NAMES``; 5, hexagon,
+            with ``shapes=5``);
             ``scores`` all 1.0; ``masks`` bool ``(N, H, W)`` visible pixels
             (disjoint); ``track_ids`` int64 persistent identities (>= 1);
             with stuff, ``regions``: the stuff class of every pixel no
-            object covers (labels 5..7 of ``class_names``; 0 under objects,
+            object covers (the last 3 labels of ``class_names``; 0 under objects,
             also under objects too small to be in the ground truth).
         visibility: float32 ``(N,)``: visible fraction of each object's
             shape (occluders and the frame border both hide), in ``(0, 1]``.
@@ -124,6 +137,10 @@ class SyntheticScene:
             the ground truth (they are still drawn).
         stuff: draw the objects over ground, road and water regions (see
             ``stuff.py``) and give their label map in ``gt.regions``.
+        shapes: how many of :data:`SHAPE_CLASS_NAMES` random objects are
+            drawn from: 4 (disc, square, triangle, star; the default, as
+            every scene before the option) or 5, which adds hexagons (a
+            new class to teach a trained model). Scripted hexagons need 5.
 
     ``frame(i)`` is thread-safe. Iterating yields ``frame(0)``,
     ``frame(1)``, ... (``num_frames`` of them, or forever).
@@ -143,8 +160,11 @@ class SyntheticScene:
         shake: float = 0.0,
         min_visible_pixels: int = 20,
         stuff: bool = False,
+        shapes: int = DEFAULT_SHAPES,
     ) -> None:
         check_options(height, width, fps, num_objects, num_frames, noise, shake)
+        check_shapes(shapes)
+        self.shapes = int(shapes)
         if min_visible_pixels < 1:
             raise ValueError(f"min_visible_pixels must be >= 1, got {min_visible_pixels}")
         self.seed, self.height, self.width, self.fps = (
@@ -160,10 +180,17 @@ class SyntheticScene:
         if objects is not None:
             self.num_objects = len(objects)
             self._source = ScriptedObjects(objects, seed=self.seed)
+            beyond = [s.label for s in objects if label_id(s.label) > self.shapes]
+            if beyond:
+                raise ValueError(f"scripted objects {beyond} need shapes=5 (hexagons)")
         else:
             self.num_objects = int(num_objects)
             self._source = RandomObjects(
-                seed=self.seed, count=self.num_objects, width=self.width, height=self.height
+                seed=self.seed,
+                count=self.num_objects,
+                width=self.width,
+                height=self.height,
+                shapes=self.shapes,
             )
         unit = min(self.height, self.width)
         self._pad = math.ceil(self.shake * unit)
@@ -172,7 +199,7 @@ class SyntheticScene:
         self._stuff_labels: np.ndarray | None = None
         if self.stuff:
             self._background, labels = make_stuff(rng, self.height, self.width, self._pad)
-            self._stuff_labels = (labels + len(SYNTHETIC_CLASS_NAMES)).astype(np.int16)
+            self._stuff_labels = (labels + 1 + self.shapes).astype(np.int16)
         else:
             self._background = make_background(rng, self.height, self.width, self._pad)
         self._shake_phases = rng.uniform(0, 2 * math.pi, size=4)
@@ -191,9 +218,11 @@ class SyntheticScene:
 
     @property
     def class_names(self) -> tuple[str, ...]:
-        """``("__background__", "disc", "square", "triangle", "star")``, then with
-        stuff ``"ground", "road", "water"``; labels index it."""
-        return SYNTHETIC_CLASS_NAMES + (STUFF_CLASS_NAMES if self.stuff else ())
+        """``("__background__", "disc", "square", "triangle", "star")`` (and
+        ``"hexagon"`` with ``shapes=5``), then with stuff ``"ground", "road",
+        "water"``; labels index it."""
+        things = ("__background__", *SHAPE_CLASS_NAMES[: self.shapes])
+        return things + (STUFF_CLASS_NAMES if self.stuff else ())
 
     @property
     def stuff_class_names(self) -> tuple[str, ...]:
@@ -264,7 +293,8 @@ class SyntheticScene:
     def __repr__(self) -> str:
         return (
             f"SyntheticScene(seed={self.seed}, height={self.height}, width={self.width}, "
-            f"fps={self.fps:g}, num_objects={self.num_objects}, num_frames={self.num_frames})"
+            f"fps={self.fps:g}, num_objects={self.num_objects}, num_frames={self.num_frames}"
+            + (f", shapes={self.shapes})" if self.shapes != DEFAULT_SHAPES else ")")
         )
 
     @classmethod

@@ -21,6 +21,7 @@ __all__ = [
     "LEVEL_MARGIN",
     "Appearance",
     "Sprite",
+    "label_id",
     "make_appearance",
     "make_background",
     "make_noise_field",
@@ -29,8 +30,10 @@ __all__ = [
 
 LEVEL_MARGIN = 8  # colours stay in [8, 247]; sensor noise is at most +-8 levels
 
-# Label ids (see ``SYNTHETIC_CLASS_NAMES`` in ``synthetic.py``).
-DISC, SQUARE, TRIANGLE, STAR = 1, 2, 3, 4
+# Label ids (see ``SHAPE_CLASS_NAMES`` in ``scene.py``). HEXAGON is the
+# opt-in fifth class (a scene's ``shapes=5``), for teaching a model a new class.
+DISC, SQUARE, TRIANGLE, STAR, HEXAGON = 1, 2, 3, 4, 5
+CLASS_IDS = {"disc": DISC, "square": SQUARE, "triangle": TRIANGLE, "star": STAR, "hexagon": HEXAGON}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +41,7 @@ class Appearance:
     """How one object looks, independent of its pixel size.
 
     Attributes:
-        label: class id (1 disc, 2 square, 3 triangle, 4 star).
+        label: class id (1 disc, 2 square, 3 triangle, 4 star; 5 hexagon, opt-in).
         colour_a / colour_b: the two RGB colours of its texture pattern.
         frequency: pattern repeats across the object's box (cycles).
         pattern_angle: orientation of stripes/checks, radians.
@@ -70,6 +73,17 @@ class Sprite:
     alpha: np.ndarray
     rgb: np.ndarray
     area: int
+
+
+def label_id(label: str | int) -> int:
+    """Class id of a class name or id; ``ValueError`` for anything else."""
+    if isinstance(label, str) and label in CLASS_IDS:
+        return CLASS_IDS[label]
+    if isinstance(label, int) and not isinstance(label, bool) and 1 <= label <= len(CLASS_IDS):
+        return label
+    raise ValueError(
+        f"unknown synthetic class {label!r}: use one of {sorted(CLASS_IDS)} or 1..{len(CLASS_IDS)}"
+    )
 
 
 def _hsv_to_rgb(h: float, s: float, v: float) -> tuple[int, int, int]:
@@ -121,6 +135,9 @@ def _polygon(label: int, star_inner: float) -> np.ndarray:
     """Vertices ``(K, 2)`` (u, v) in the box ``[-1, 1]^2``, v pointing down."""
     if label == TRIANGLE:
         return np.array([(0.0, -1.0), (1.0, 1.0), (-1.0, 1.0)])
+    if label == HEXAGON:  # flat top and bottom; stretched to touch the box on every side
+        angles = np.arange(6) * math.pi / 3
+        return np.stack([np.cos(angles), np.sin(angles) / math.sin(math.pi / 3)], axis=1)
     angles = -math.pi / 2 + np.arange(10) * math.pi / 5
     radii = np.where(np.arange(10) % 2 == 0, 1.0, star_inner)
     pts = np.stack([radii * np.cos(angles), radii * np.sin(angles)], axis=1)
@@ -150,7 +167,8 @@ def _shape_mask(label: int, u: np.ndarray, v: np.ndarray, star_inner: float) -> 
 
 
 def _pattern(app: Appearance, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Which cells take ``colour_b`` (bool), per class: rings, checks, stripes, dots."""
+    """Which cells take ``colour_b`` (bool), per class: rings, checks, stripes, dots
+    (and the hexagon's cross-hatch)."""
     c, s = math.cos(app.pattern_angle), math.sin(app.pattern_angle)
     pu, pv = c * u + s * v, -s * u + c * v
     f, phase = app.frequency, app.pattern_phase
@@ -160,6 +178,10 @@ def _pattern(app: Appearance, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         return np.asarray((np.floor(pu * f + phase) + np.floor(pv * f + phase)) % 2 == 1)
     if app.label == TRIANGLE:
         return np.asarray(np.floor(pu * f * 1.5 + phase) % 2 == 1)
+    if app.label == HEXAGON:  # a lattice of thin crossing lines
+        return np.asarray(
+            ((pu * f * 1.5 + phase) % 1.0 < 0.3) | ((pv * f * 1.5 + phase) % 1.0 < 0.3)
+        )
     # star: a lattice of round dots
     du = (pu * f * 1.5 + phase) % 1.0 - 0.5
     dv = (pv * f * 1.5 + phase) % 1.0 - 0.5

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from streamseg.models.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
+from streamseg.models.class_rows import remap_class_rows
 
 __all__ = [
     "capture_rng",
@@ -124,12 +125,17 @@ def load_initial_weights(
 ) -> list[str]:
     """Load ``weights`` into ``model``; layers whose shape changed keep their init.
 
+    Where the model's classes differ from the checkpoint's, the layers with
+    rows per class keep the rows of the classes both have, matched by name
+    (:func:`streamseg.models.class_rows.remap_class_rows`): only new
+    classes start from their initialisation, and dropped classes' rows go.
     Streamseg checkpoints load directly. Other formats (torchvision,
     detectron2, Hugging Face) are converted by building ``arch`` from them
     with the model's own loader (``build_model(arch, weights=...)``) first.
 
     Returns:
-        lines describing what was re-initialised or not found, for the log.
+        lines describing what was re-initialised or not found, and which
+        classes were kept, added and dropped, for the log.
 
     Raises:
         CheckpointError: unreadable file, another architecture, or no
@@ -148,9 +154,19 @@ def load_initial_weights(
     if ckpt is not None and meta_arch is not None:
         check_style(model, ckpt.meta, str(weights))
         source = ckpt.state_dict
+        source_names = ckpt.meta.get("class_names")
     else:
-        source = build_model(arch, weights=str(weights), **source_options).state_dict()
-    return copy_matching(model, source, str(weights))
+        converted = build_model(arch, weights=str(weights), **source_options)
+        source = converted.state_dict()
+        source_names = getattr(converted, "class_names", None)
+    report: list[str] = []
+    target_names = getattr(model, "class_names", None)
+    if source_names and target_names:
+        source, change = remap_class_rows(
+            arch, source, tuple(source_names), model.state_dict(), tuple(target_names)
+        )
+        report = change.describe()
+    return copy_matching(model, source, str(weights)) + report
 
 
 def check_style(model: nn.Module, meta: Mapping[str, Any], name: str) -> None:

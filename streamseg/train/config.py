@@ -83,9 +83,12 @@ class DatasetConfig(StrictModel):
 
     Attributes:
         annotations: COCO JSON (human annotations, e.g. a CVAT export, or the
-            output of ``streamseg label``).
+            output of ``streamseg label``), or a list of them over the same
+            images, read as one dataset: images matched by file name, and
+            where annotations of two files overlap (mask IoU >= 0.5) the
+            earlier file's wins (hand labels first, then a teacher's).
         images: folder the JSON's ``file_name`` entries are relative to;
-            default: the JSON's own folder.
+            default: the (first) JSON's own folder.
         synthetic: a ``synthetic://?seed=..`` URL; frames are made on the fly.
         frames: synthetic: how many frames to use.
         stride: synthetic: use every ``stride``-th frame of the scene.
@@ -95,7 +98,7 @@ class DatasetConfig(StrictModel):
             regions in evaluation, as in COCO.
     """
 
-    annotations: str | None = None
+    annotations: str | list[str] | None = None
     images: str | None = None
     synthetic: str | None = None
     frames: int = Field(default=100, ge=1)

@@ -44,6 +44,8 @@ def coco_evaluate(
     ground_truth: Sequence[GroundTruth],
     detections: Sequence[dict[str, Any]],
     class_names: Sequence[str],
+    *,
+    per_class: bool = False,
 ) -> dict[str, Any]:
     """COCO AP of ``detections`` (COCO result dicts) against ``ground_truth``.
 
@@ -52,6 +54,9 @@ def coco_evaluate(
         detections: ``{"image_id", "category_id", "bbox" (xywh), "score",
             "segmentation" (RLE)}`` dicts; ``category_id`` is a training label.
         class_names: training class names, ``__background__`` first.
+        per_class: also give ``"per_class"``: ``{name: {"instances": n,
+            "bbox": AP, "segm": AP}}`` (COCO's 0.50:0.95 AP of that class
+            alone, all sizes, 100 detections; -1 without ground truth).
     """
     from faster_coco_eval import COCO, COCOeval_faster
 
@@ -65,6 +70,13 @@ def coco_evaluate(
         log.warning("evaluation data has no annotations: AP is undefined (-1)")
     coco_gt = COCO(gt)
     coco_dt = coco_gt.loadRes([dict(d) for d in detections])
+    classes: dict[str, dict[str, Any]] = {}
+    if per_class:
+        for cat in gt["categories"]:
+            count = sum(
+                1 for a in gt["annotations"] if a["category_id"] == cat["id"] and not a["iscrowd"]
+            )
+            classes[cat["name"]] = {"instances": count}
     for iou_type in ("bbox", "segm"):
         ev = COCOeval_faster(coco_gt, coco_dt, iouType=iou_type, print_function=_quiet)
         ev.evaluate()
@@ -72,7 +84,24 @@ def coco_evaluate(
         ev.summarize()
         stats = [float(s) for s in ev.stats[: len(_STAT_NAMES)]]
         result[iou_type] = {n: round(v, 6) for n, v in zip(_STAT_NAMES, stats, strict=True)}
+        if per_class:
+            for cat, ap in zip(gt["categories"], _class_ap(ev), strict=True):
+                classes[cat["name"]][iou_type] = ap
+    if per_class:
+        result["per_class"] = classes
     return result
+
+
+def _class_ap(ev: Any) -> list[float]:
+    """Per category (in ``params.catIds`` order): the mean precision over IoU
+    thresholds and recall points, all areas, the most detections; -1: no truth."""
+    precision = ev.eval["precision"]  # (IoU thresholds, recalls, classes, areas, max dets)
+    out = []
+    for k in range(precision.shape[2]):
+        values = precision[:, :, k, 0, -1]
+        values = values[values > -1]
+        out.append(round(float(values.mean()), 6) if values.size else -1.0)
+    return out
 
 
 def _quiet(*_: Any, **__: Any) -> None:
@@ -166,8 +195,10 @@ def evaluate_model(
     device: torch.device | str = "cpu",
     precision: str = "fp32",
     max_images: int | None = None,
+    per_class: bool = False,
 ) -> dict[str, Any]:
-    """Box and mask AP of ``model`` on ``dataset`` (see the module docstring)."""
+    """Box and mask AP of ``model`` on ``dataset`` (see the module docstring);
+    with ``per_class``, each class's too (:func:`coco_evaluate`)."""
     n = len(dataset) if max_images is None else min(max_images, len(dataset))
     ground_truth: list[GroundTruth] = []
     segments: dict[int, Tensor] = {}  # image id -> panoptic truth, until its prediction comes
@@ -190,9 +221,9 @@ def evaluate_model(
         truth = segments.pop(image_id, None)
         if scores is not None and truth is not None:
             scores.add(inst, truth)
-    result = coco_evaluate(ground_truth, detections, class_names)
+    result = coco_evaluate(ground_truth, detections, class_names, per_class=per_class)
     if task == "semantic":
-        result = {k: v for k, v in result.items() if k not in ("bbox", "segm")}
+        result = {k: v for k, v in result.items() if k not in ("bbox", "segm", "per_class")}
     if scores is not None:
         if not scores.images:
             log.warning("the evaluation data has no panoptic ground truth: no PQ / mIoU")

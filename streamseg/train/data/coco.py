@@ -20,6 +20,7 @@ from streamseg.train.data.common import (
     rle_area,
     segmentation_to_rle,
 )
+from streamseg.train.data.merge import merge_coco
 from streamseg.train.images import read_image
 
 __all__ = ["CocoDataset"]
@@ -31,9 +32,12 @@ class CocoDataset:
     """A COCO instance-segmentation JSON plus its image folder.
 
     Args:
-        annotations: the JSON file (``images``, ``annotations``, ``categories``).
+        annotations: the JSON file (``images``, ``annotations``,
+            ``categories``), or several over the same images, read as one
+            (:func:`streamseg.train.data.merge.merge_coco`: images matched by
+            file name, the first file's annotations win where two overlap).
         images: folder the ``file_name`` entries are relative to (default:
-            the JSON's folder).
+            the (first) JSON's folder).
         crowd_as_instances: treat ``iscrowd: 1`` annotations as instances.
 
     Crowd annotations (``iscrowd: 1``) are kept for evaluation and left out
@@ -43,15 +47,26 @@ class CocoDataset:
 
     def __init__(
         self,
-        annotations: str | Path,
+        annotations: str | Path | Sequence[str | Path],
         images: str | Path | None = None,
         *,
         crowd_as_instances: bool = False,
     ) -> None:
-        self.path = Path(annotations)
+        paths = (
+            [Path(annotations)]
+            if isinstance(annotations, str | Path)
+            else [Path(a) for a in annotations]
+        )
+        if not paths:
+            raise DatasetError("no COCO annotation file given")
+        # Messages name the file, or all of them when several are read as one.
+        self.path = paths[0] if len(paths) == 1 else Path(" + ".join(map(str, paths)))
         self.crowd_as_instances = crowd_as_instances
-        self.image_dir = Path(images) if images is not None else self.path.parent
-        data = self._read_json()
+        self.image_dir = Path(images) if images is not None else paths[0].parent
+        datas = [self._read_json(p) for p in paths]
+        data = (
+            datas[0] if len(datas) == 1 else merge_coco(datas, paths, image_dir=self.image_dir)[0]
+        )
         self._categories = [(int(c["id"]), str(c["name"])) for c in data["categories"]]
         self.native_class_names = tuple(name for _, name in self._categories)
         self._cat_index = {cid: i for i, (cid, _) in enumerate(self._categories)}
@@ -63,20 +78,19 @@ class CocoDataset:
             self._anns[by_id[int(ann["image_id"])]].append(ann)
         self._labels = list(range(1, len(self._categories) + 1))
 
-    def _read_json(self) -> dict[str, Any]:
+    @staticmethod
+    def _read_json(path: Path) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise DatasetError(f"COCO annotations {self.path} do not exist") from None
+            raise DatasetError(f"COCO annotations {path} do not exist") from None
         except (OSError, json.JSONDecodeError) as exc:
-            raise DatasetError(
-                f"COCO annotations {self.path} are not readable JSON: {exc}"
-            ) from None
+            raise DatasetError(f"COCO annotations {path} are not readable JSON: {exc}") from None
         if not isinstance(data, dict):
-            raise DatasetError(f"{self.path}: the top level must be a JSON object")
+            raise DatasetError(f"{path}: the top level must be a JSON object")
         for key in ("images", "annotations", "categories"):
             if not isinstance(data.get(key), list):
-                raise DatasetError(f"{self.path}: missing the {key!r} list of a COCO instance file")
+                raise DatasetError(f"{path}: missing the {key!r} list of a COCO instance file")
         return data
 
     def _check_annotation(self, ann: dict[str, Any], by_id: dict[int, int]) -> None:
