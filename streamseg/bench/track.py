@@ -206,7 +206,8 @@ def quality(
             ):
                 tracked, _ = stage.process(FrameResult(frame, det))
                 # Ids are per stage: offset them so scenes never share an id.
-                gt_ids = gt.track_ids + seed * 1_000_000  # type: ignore[operator]
+                assert gt.track_ids is not None  # the scene's ground truth is tracked
+                gt_ids = gt.track_ids + seed * 1_000_000
                 ids = tracked.instances.track_ids
                 assert ids is not None
                 hyp_ids = torch.where(ids >= 0, ids + seed * 1_000_000, ids)

@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from streamseg.models.layout import to_channels_last
+
 __all__ = ["TrainBenchSpec", "bench_train", "build_bench", "peak_memory_mb", "reset_peak_memory"]
 
 PHASES = ("data", "forward", "backward", "optimizer")
@@ -120,7 +122,7 @@ def build_bench(spec: TrainBenchSpec, device: torch.device | None = None) -> Ben
     model, _ = build_train_model(cfg, class_names)
     model.to(device)
     if spec.channels_last:
-        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        to_channels_last(model)
     solver = SolverConfig(iterations=1, lr=1e-4, warmup_iters=0)
     optimizer = build_optimizer(model, solver)
     trainer = Trainer(

@@ -24,10 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
 from streamseg.cli.bench_model import parse_size
 from streamseg.models import ARCHITECTURES, PRECISIONS
+
+if TYPE_CHECKING:
+    from streamseg.bench.train import TrainBenchSpec
 
 __all__ = ["add_arguments", "run"]
 
@@ -73,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = "exit codes: 0 done, 1 run failed, 2 bad arguments"
 
 
-def _spec(args: argparse.Namespace) -> object:
+def _spec(args: argparse.Namespace) -> TrainBenchSpec:
     from streamseg.bench.train import TrainBenchSpec
 
     if min(args.batch, args.accumulation, args.iters) < 1 or args.warmup < 0 or args.freeze < 0:
@@ -110,15 +114,15 @@ def run(args: argparse.Namespace) -> int:
         if args.count:
             from streamseg.bench.train_count import count_train
 
-            report = count_train(spec, proposals=args.proposals)  # type: ignore[arg-type]
+            report = count_train(spec, proposals=args.proposals)
         elif args.processes == 2:
             from streamseg.bench.train_ddp import bench_data_parallel
 
-            report = bench_data_parallel(spec)  # type: ignore[arg-type]
+            report = bench_data_parallel(spec)
         else:
             from streamseg.bench.train import bench_train
 
-            report = bench_train(spec)  # type: ignore[arg-type]
+            report = bench_train(spec)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     except Exception as exc:  # the run itself failed: say so in the JSON

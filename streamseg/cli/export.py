@@ -77,11 +77,12 @@ def run(args: argparse.Namespace) -> int:
         model, _ = load_model(args.arch, args.weights, options)
     except (ValueError, CheckpointError) as exc:
         raise UsageError(str(exc)) from None
-    import torch
 
     model = model.to(device)
     if args.channels_last:
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        from streamseg.models.layout import to_channels_last
+
+        model = to_channels_last(model)
     started = time.perf_counter()
     parts = [p.strip() for p in args.parts.split(",")] if args.parts else None
     try:

@@ -15,6 +15,7 @@ is gone (``streamseg bench fleet`` sets ``ceil(cameras / (workers - 1))``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 
@@ -35,8 +36,7 @@ def place(cameras: Iterable[str], workers: Mapping[str, int]) -> dict[str, str |
         workers: ``{worker name: capacity in cameras}`` of the live workers.
     """
     ranked = {
-        cid: sorted(workers, key=lambda w, c=cid: score(c, w), reverse=True)  # type: ignore[misc]
-        for cid in cameras
+        cid: sorted(workers, key=functools.partial(score, cid), reverse=True) for cid in cameras
     }
     # Cameras with a strong first choice go first: when capacity binds, which
     # camera overflows depends on the cameras' own scores, not on list order.

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from streamseg.models import PRECISIONS, InputSpec
 from streamseg.models.checkpoint import CheckpointError
+from streamseg.models.layout import to_channels_last
 from streamseg.ops import _native
 from streamseg.segment.backends import BACKENDS, BackendError, backend_problems, build_backend
 from streamseg.segment.backends.base import Backend
@@ -149,7 +150,7 @@ class Segmenter:
     def _place(self, model: nn.Module) -> nn.Module:
         model = model.to(self.device)
         if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            model = to_channels_last(model)
         for p in model.parameters():
             p.requires_grad_(False)
         return model

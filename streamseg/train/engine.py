@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from streamseg.configbase.errors import ConfigError, ConfigIssue
+from streamseg.models.layout import to_channels_last
 from streamseg.train.checkpointing import (
     save_model_checkpoint,
 )
@@ -243,7 +244,7 @@ def _run(
     model, options = build_train_model(cfg.model, class_names, load_weights=not resume)
     model.to(device)
     if cfg.solver.channels_last:
-        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        to_channels_last(model)
     if not resume:
         _init_norms(cfg, model, train_set, device)
     optimizer = build_optimizer(model, cfg.solver)
