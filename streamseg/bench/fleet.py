@@ -46,6 +46,7 @@ from streamseg.bench.fleet_report import Sample, camera_phase, overlaps, rate
 from streamseg.bench.redis_server import redis_for_bench
 from streamseg.bench.tcp_proxy import TcpProxy
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.streams import detections_stream
 
 __all__ = ["GOALS", "run_fleet"]
 
@@ -114,7 +115,7 @@ class _Fleet:
         self.workers: dict[str, _Worker] = {}
 
     def last(self, camera: str) -> dict[str, Any] | None:
-        got = self.client.xrevrange(f"{self.prefix}:detections:{camera}", count=1)
+        got = self.client.xrevrange(detections_stream(self.prefix, camera), count=1)
         return json.loads(got[0][1][b"data"]) if got else None
 
     def owners(self) -> dict[str, str | None]:
@@ -142,7 +143,7 @@ class _Fleet:
 
     def samples(self, camera: str) -> list[Sample]:
         out = []
-        for _id, fields in self.client.xrange(f"{self.prefix}:detections:{camera}"):
+        for _id, fields in self.client.xrange(detections_stream(self.prefix, camera)):
             m = json.loads(fields[b"data"])
             out.append(Sample(m.get("worker"), m.get("epoch"), m["seq"], m["published_time"]))
         return out

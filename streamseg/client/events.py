@@ -157,6 +157,8 @@ class FrameDetections:
         regions: the class regions of semantic and panoptic models (empty
             for instance models), one per class present.
         traceparent: W3C trace context of the frame's trace, or ``None``.
+        worker / epoch: in a fleet, the worker that published it and its lease's
+            epoch for the camera (a new epoch is a handover); ``None`` without one.
         stream / id: where the message was read (Redis stream and entry id).
     """
 
@@ -172,6 +174,8 @@ class FrameDetections:
     instances: tuple[Instance, ...]
     regions: tuple[Region, ...] = ()
     traceparent: str | None = None
+    worker: str | None = None
+    epoch: int | None = None
     stream: str = ""
     id: str = ""
 
@@ -225,6 +229,8 @@ class FrameDetections:
                 instances=tuple(_instance(d) for d in msg["instances"]),
                 regions=tuple(_region(d) for d in msg.get("regions") or ()),
                 traceparent=msg.get("traceparent"),
+                worker=msg.get("worker"),
+                epoch=_opt_int(msg.get("epoch")),
                 stream=stream,
                 id=id,
             )
@@ -259,6 +265,8 @@ class Alert:
         snapshot: path of the snapshot file the service's console writes
             (on the service's machine, a moment after the alert), or ``None``.
         traceparent / stream / id: as in ``FrameDetections``.
+        worker / epoch: in a fleet, the worker that published it and its lease's
+            epoch for the camera (a new epoch is a handover); ``None`` without one.
     """
 
     rule: str
@@ -279,6 +287,8 @@ class Alert:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     snapshot: str | None = None
     traceparent: str | None = None
+    worker: str | None = None
+    epoch: int | None = None
     stream: str = ""
     id: str = ""
 
@@ -302,6 +312,9 @@ class Alert:
         for field in dataclasses.fields(self):
             if field.name not in ("stream", "id"):
                 out[field.name] = getattr(self, field.name)
+        for name in ("worker", "epoch"):  # written only by a fleet's workers
+            if out[name] is None:
+                del out[name]
         out["box"] = None if self.box is None else list(self.box)
         out["mask_rle"] = None if self.mask_rle is None else dict(self.mask_rle)
         out["extra"] = dict(self.extra)
@@ -332,6 +345,8 @@ class Alert:
                 extra=dict(msg.get("extra") or {}),
                 snapshot=msg.get("snapshot"),
                 traceparent=msg.get("traceparent"),
+                worker=msg.get("worker"),
+                epoch=_opt_int(msg.get("epoch")),
                 stream=stream,
                 id=id,
             )

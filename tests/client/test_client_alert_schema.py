@@ -38,7 +38,8 @@ def test_alert_fields_are_the_schema_properties_and_the_event_fields() -> None:
     schema = load_schema("alert")
     properties = set(schema["properties"]) - {"schema_version", "type"}
     assert _fields(Alert) - READ_AT == properties
-    assert _fields(Event) | {"traceparent"} == properties
+    # traceparent, worker and epoch are the publisher's (a fleet's worker and lease).
+    assert _fields(Event) | {"traceparent", "worker", "epoch"} == properties
     assert (
         ALERT_SCHEMA_VERSION
         == EVENT_SCHEMA_VERSION
@@ -77,3 +78,11 @@ def test_a_message_without_the_optional_fields_reads() -> None:
     jsonschema.validate(body, load_schema("alert"))
     alert = Alert.from_message(body)
     assert alert.snapshot is None and alert.traceparent is None and alert.count == 5
+
+
+def test_a_fleet_workers_alert_keeps_its_worker_and_epoch() -> None:
+    published = {**alert_message(EVENTS[0]), "worker": "w1", "epoch": 3}
+    jsonschema.validate(published, load_schema("alert"))
+    alert = Alert.from_message(published, stream="s:alerts", id="1-0")
+    assert (alert.worker, alert.epoch) == ("w1", 3)
+    assert alert.to_dict() == published

@@ -120,7 +120,8 @@ def test_one_console_shows_the_whole_fleet(tmp_path: Path, redis_server: RedisSe
                  "w1's snapshot through w0")  # fmt: skip
             assert len(driver.execute_script(SNAPSHOT_JS, snap)) > 0
             listed = call(w0.http_port, "GET", f"/api/events?camera={theirs}", token=TOKEN)[1]
-            assert listed["events"] and {e["worker"] for e in listed["events"]} == {"w1"}
+            # w1's alerts of its camera (w0's own, from a moment it held it at start, may be there)
+            assert "w1" in {e.get("worker") for e in listed["events"]}, listed["events"]
             screenshot(driver, "fleet-events")
 
             # Health: w1's camera with its owner.
