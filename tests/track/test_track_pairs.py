@@ -10,12 +10,18 @@ from streamseg import ops
 from streamseg.track import pairs
 
 
+@pytest.fixture(autouse=True)
+def _native_built() -> None:
+    # The kernels build on every machine of this project (scripts/setup.sh installs
+    # g++): a missing library is a broken build to report, not a reason to skip.
+    assert ops.native_cpu(), "the native kernels did not load: see streamseg.ops._native.status()"
+
+
 def _boxes(rng: np.random.Generator, n: int) -> np.ndarray:
     xy = rng.uniform(0, 400, (n, 2))
     return np.concatenate((xy, xy + rng.uniform(0, 60, (n, 2))), axis=1)
 
 
-@pytest.mark.skipif(not ops.native_cpu(), reason="needs the native kernels")
 @pytest.mark.parametrize(("n", "m"), [(0, 3), (3, 0), (1, 1), (40, 60), (300, 300)])
 def test_pairs_equal_the_torch_op(n: int, m: int) -> None:
     rng = np.random.default_rng(n + m)
@@ -33,7 +39,6 @@ def test_pairs_equal_the_torch_op(n: int, m: int) -> None:
         assert g.dtype == w.numpy().dtype
 
 
-@pytest.mark.skipif(not ops.native_cpu(), reason="needs the native kernels")
 def test_more_pairs_than_the_buffers_hold_grow_them() -> None:
     box = np.array([[0.0, 0.0, 10.0, 10.0]])
     many = np.repeat(box, 40, axis=0)  # 1,600 pairs, more than the first 1,024 slots
