@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from streamseg.bench.ports import free_port, wait_for_port
+from streamseg.bench.ports import end_process, free_port, wait_for_port
 from streamseg.bench.redis_server import TLSFiles
 
 __all__ = ["MQTTSubscriber", "MosquittoServer"]
@@ -91,13 +91,7 @@ class MosquittoServer:
         wait_for_port(self.port)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # saves sessions and queued messages
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)  # SIGTERM: it saves sessions and queued messages
         self.proc = None
 
     def restart(self) -> None:

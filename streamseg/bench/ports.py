@@ -1,12 +1,15 @@
-"""Loopback ports for the local servers that benchmarks, scripts and tests start."""
+"""Loopback ports, and the end of a process, for the local servers that benchmarks,
+scripts and tests start."""
 
 from __future__ import annotations
 
 import random
+import signal
 import socket
+import subprocess
 import time
 
-__all__ = ["free_port", "wait_for_port"]
+__all__ = ["end_process", "free_port", "wait_for_port"]
 
 
 # Ports below the kernel's ephemeral range: the OS never hands these out to an
@@ -51,3 +54,20 @@ def wait_for_port(port: int, timeout: float = 10.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def end_process(
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str] | None,
+    sig: int = signal.SIGTERM,
+    timeout: float = 10.0,
+) -> None:
+    """Send ``sig`` to ``proc`` if it still runs, wait up to ``timeout`` seconds for it
+    to end, then kill it (a server that will not stop must not outlive its user)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

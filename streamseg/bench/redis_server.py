@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamseg.bench.ports import free_port, wait_for_port
+from streamseg.bench.ports import end_process, free_port, wait_for_port
 from streamseg.publish.redis_config import RedisConfig
 
 __all__ = ["RedisServer", "TLSFiles", "redis_for_bench"]
@@ -101,13 +101,7 @@ class RedisServer:
         wait_for_port(self.port)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self.proc = None
 
     def client(self) -> Any:

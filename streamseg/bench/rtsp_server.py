@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from streamseg.bench.ports import free_port, wait_for_port
+from streamseg.bench.ports import end_process, free_port, wait_for_port
 
 __all__ = ["SERVER_SCRIPT", "RtspServer", "gstreamer_missing"]
 
@@ -158,14 +158,7 @@ class RtspServer:
 
     def _end(self, sig: int) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc, sig)
 
     def __enter__(self) -> RtspServer:
         self.start()
