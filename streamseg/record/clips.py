@@ -33,8 +33,9 @@ from typing import Any
 from streamseg.record.config import RecordConfig
 from streamseg.record.diskfull import DiskGuard
 from streamseg.record.events import disk_full_event
+from streamseg.record.files import RecordedFile
 from streamseg.record.retention import MB, Removal, Retention, RetentionThread
-from streamseg.record.segments import ClipRecorder, RecordedFile
+from streamseg.record.segments import ClipRecorder
 from streamseg.types import Event
 
 __all__ = ["ClipHook"]

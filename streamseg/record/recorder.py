@@ -26,8 +26,9 @@ from streamseg.ingest.policy import ReconnectPolicy
 from streamseg.ingest.source import open_packet_reader
 from streamseg.record.config import RetentionConfig
 from streamseg.record.diskfull import DiskGuard
+from streamseg.record.files import RecordedFile, StoredPacket
 from streamseg.record.retention import MB, Retention
-from streamseg.record.segments import RecordedFile, SegmentWriter, StoredPacket
+from streamseg.record.segments import SegmentWriter
 
 __all__ = ["RecordResult", "record_camera"]
 

@@ -32,7 +32,7 @@ from streamseg.record.files import (
     stamp,
 )
 
-__all__ = ["ClipRecorder", "DetachedStream", "RecordedFile", "SegmentWriter", "StoredPacket"]
+__all__ = ["ClipRecorder", "SegmentWriter"]
 
 log = logging.getLogger("streamseg.record")
 

@@ -11,8 +11,9 @@ import pytest
 from streamseg.ingest.spec import SourceError
 from streamseg.record.clips import ClipHook
 from streamseg.record.config import ClipsConfig, RecordConfig
+from streamseg.record.files import StoredPacket
 from streamseg.record.recorder import record_camera
-from streamseg.record.segments import ClipRecorder, StoredPacket
+from streamseg.record.segments import ClipRecorder
 from streamseg.types import Event
 from tests.support.video import count_frames, video_duration, write_h264
 

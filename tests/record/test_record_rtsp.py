@@ -12,8 +12,9 @@ import av
 import pytest
 
 from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.record.files import StoredPacket
 from streamseg.record.recorder import record_camera
-from streamseg.record.segments import SegmentWriter, StoredPacket
+from streamseg.record.segments import SegmentWriter
 from tests.support.rtsp import RtspServer
 from tests.support.video import count_frames, video_duration
 
