@@ -23,7 +23,8 @@ from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.configbase.issues import issue_from_pydantic
 from streamseg.configbase.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
-from streamseg.segment.config import ModelSource
+from streamseg.ingest.config import CameraConfig
+from streamseg.segment.config import ModelConfig, ModelSource
 
 __all__ = [
     "load_pipeline",
@@ -194,19 +195,27 @@ def resolve_path(value: str, base_dir: Path) -> Path:
 
 
 def _resolve_paths(config: PipelineConfig, base_dir: Path) -> PipelineConfig:
-    model = config.model
+    model = resolve_model_paths(config.model, base_dir)
+    cameras = [resolve_camera_path(cam, base_dir) for cam in config.cameras]
+    return config.model_copy(update={"model": model, "cameras": cameras})
+
+
+def resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
+    """``model`` with its weights file (unless a catalogue name) and AOT package
+    relative to ``base_dir`` (the pipeline file's folder)."""
     if model.weights is not None and model.catalogue_entry() is None:
         model = model.model_copy(update={"weights": str(resolve_path(model.weights, base_dir))})
     if model.aot_package is not None:
         package = str(resolve_path(model.aot_package, base_dir))
         model = model.model_copy(update={"aot_package": package})
-    cameras = [
-        cam.model_copy(update={"url": str(resolve_path(cam.url, base_dir))})
-        if "://" not in cam.url
-        else cam
-        for cam in config.cameras
-    ]
-    return config.model_copy(update={"model": model, "cameras": cameras})
+    return model
+
+
+def resolve_camera_path(cam: CameraConfig, base_dir: Path) -> CameraConfig:
+    """``cam`` with a file path (a URL without a scheme) relative to ``base_dir``."""
+    if "://" in cam.url:
+        return cam
+    return cam.model_copy(update={"url": str(resolve_path(cam.url, base_dir))})
 
 
 def _semantic_checks(data: Any, base_dir: Path) -> list[ConfigIssue]:

@@ -144,7 +144,7 @@ class ValidParts:
 
 def valid_parts(path: str | Path, *, environ: Mapping[str, str] | None = None) -> ValidParts:
     """Each section of the file at ``path`` validated alone (``ConfigError`` if unreadable)."""
-    from streamseg.config.loader import resolve_path
+    from streamseg.config.loader import resolve_camera_path, resolve_model_paths
 
     path = Path(path)
     data = to_plain(read_yaml(path, what="a pipeline.yaml"), environ or os.environ, (), [])
@@ -153,18 +153,11 @@ def valid_parts(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     listed = data.get("cameras")
     for i, raw in enumerate(listed if isinstance(listed, list) else []):
         cam = _valid(CameraConfig, raw)
-        if cam is not None and "://" not in cam.url:
-            cam = cam.model_copy(update={"url": str(resolve_path(cam.url, path.parent))})
         if cam is not None:
-            cameras.append((i, cam))
+            cameras.append((i, resolve_camera_path(cam, path.parent)))
     model = _valid(ModelConfig, data.get("model", {}))
-    if model is not None:  # as loader._resolve_paths
-        update = {}
-        if model.weights is not None and model.catalogue_entry() is None:
-            update["weights"] = str(resolve_path(model.weights, path.parent))
-        if model.aot_package is not None:
-            update["aot_package"] = str(resolve_path(model.aot_package, path.parent))
-        model = model.model_copy(update=update)
+    if model is not None:
+        model = resolve_model_paths(model, path.parent)
     alerts = data.get("alerts", {})
     sections = alerts.get("cameras") if isinstance(alerts, Mapping) else None
     valid = {
