@@ -66,6 +66,7 @@ __all__ = [
     "masks_to_rle",
     "multiscale_roi_align",
     "native_cpu",
+    "native_cpu_library",
     "nms",
     "on_gpu",
     "paste_masks",
@@ -84,6 +85,12 @@ __all__ = [
 def native_cpu() -> bool:
     """Whether the C++ kernels serve CPU tensors (builds or loads them on the first call)."""
     return _native.enabled("cpu")
+
+
+def native_cpu_library() -> str | None:
+    """The path of the loaded C++ kernels' shared library (for a caller that binds one
+    of its plain C functions, ``streamseg.track.pairs``), or ``None`` without it."""
+    return str(_native.status()["library"]) if native_cpu() else None
 
 
 def warm_up(device: torch.device | str, dtypes: Sequence[torch.dtype] = (torch.float32,)) -> None:

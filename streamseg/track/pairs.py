@@ -24,7 +24,7 @@ import threading
 import numpy as np
 from numpy.typing import NDArray
 
-from streamseg.ops import _native
+from streamseg import ops
 
 __all__ = ["overlap_pairs_native"]
 
@@ -80,11 +80,11 @@ def overlap_pairs_native(a: F64, b: F64) -> tuple[I64, I64, F64] | None:
     global _kernel, _missing
     kernel = _kernel
     if kernel is None:
-        if _missing or not _native.enabled("cpu"):
+        library = None if _missing else ops.native_cpu_library()
+        if library is None:
             return None
-        library = _native.status()["library"]
         try:
-            kernel = _kernel = _Kernel(str(library))
+            kernel = _kernel = _Kernel(library)
         except (OSError, AttributeError):
             _missing = True
             return None
