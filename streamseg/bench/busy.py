@@ -8,7 +8,9 @@ for the length of a ``with`` block:
 
 * ``processes``: child processes each multiplying 256x256 float32 matrices
   in a loop on one thread (numpy; a stand-in for the model's forward
-  passes): they compete for the CPUs and their caches.
+  passes): they compete for the CPUs and their caches. ``nice``: the CPU
+  priority steps they run below this process, as ``serve`` runs the
+  model's process (``runtime.model_nice``).
 * ``threads``: threads of this process encoding a detections-like message
   to JSON in a loop: they compete for the GIL. Any call of the tracking
   path that gives the GIL up lets such a thread take it, and the tracker
@@ -60,16 +62,18 @@ class Busy:
     first timed frame.
     """
 
-    def __init__(self, *, processes: int, threads: int) -> None:
+    def __init__(self, *, processes: int, threads: int, nice: int = 0) -> None:
         self.processes = processes
         self.threads = threads
+        self.nice = nice
         self._children: list[subprocess.Popen[bytes]] = []
         self._workers: list[threading.Thread] = []
         self._stop = threading.Event()
 
     def __enter__(self) -> Busy:
         env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        code = "import sys; sys.stdout.write('go'); sys.stdout.flush()\n" + _MODEL
+        lower = f"import os; os.nice({self.nice})\n" if self.nice > 0 else ""
+        code = lower + "import sys; sys.stdout.write('go'); sys.stdout.flush()\n" + _MODEL
         for _ in range(self.processes):
             child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
             self._children.append(child)
@@ -82,6 +86,11 @@ class Busy:
             self._workers.append(worker)
         time.sleep(0.05)
         return self
+
+    @property
+    def pids(self) -> list[int]:
+        """The busy child processes' pids."""
+        return [child.pid for child in self._children]
 
     def _encode(self) -> None:
         while not self._stop.is_set():

@@ -293,6 +293,7 @@ def cost(
     settings: TrackingConfig | None = None,
     load: tuple[int, int] | None = None,
     fps: float = 0.0,
+    nice: int = 0,
 ) -> dict[str, Any]:
     """Milliseconds per ``TrackingStage.process`` call with ``objects`` detections per frame.
 
@@ -300,7 +301,8 @@ def cost(
     the thread's CPU time, which a busy shared machine inflates less.
     ``load``: ``(processes, threads)`` kept busy beside it while it runs
     (:class:`streamseg.bench.busy.Busy`), as the model and the other host
-    threads are in ``serve``. ``fps``: frames handed over at this rate (the
+    threads are in ``serve``; ``nice``: the priority steps its processes run
+    below this one (``runtime.model_nice``). ``fps``: frames handed over at this rate (the
     loop sleeps until each frame is due), as a camera's frames reach the
     stage; 0: back to back. A thread that runs without a pause is cut by
     the OS scheduler at the end of its time slice wherever it is, and on a
@@ -326,7 +328,11 @@ def cost(
         results.append(FrameResult(Frame("bench", i, i / 15, 1.0e9 + i / 15, _NO_IMAGE), inst))
     times, cpu = [], []
     events = 0
-    with contextlib.nullcontext() if load is None else Busy(processes=load[0], threads=load[1]):
+    with (
+        contextlib.nullcontext()
+        if load is None
+        else Busy(processes=load[0], threads=load[1], nice=nice)
+    ):
         due = time.perf_counter()
         for i, result in enumerate(results):
             if fps > 0:
@@ -350,6 +356,6 @@ def cost(
         "cpu_ms_mean": round(statistics.fmean(cpu), 4),
         "events": events,
         "frames": frames,
-        "load": None if load is None else {"processes": load[0], "threads": load[1]},
+        "load": None if load is None else {"processes": load[0], "threads": load[1], "nice": nice},
         "fps": fps,
     }

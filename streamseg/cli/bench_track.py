@@ -83,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --load: frames handed over at this rate, quiet and loaded alike "
         "(the stage sleeps between frames in serve)",
     )
+    c.add_argument(
+        "--model-nice",
+        type=int,
+        default=None,
+        metavar="STEPS",
+        help="with --load: CPU priority steps the busy processes run below this one, as "
+        "serve runs the model's process (default: runtime.model_nice's default; 0: same)",
+    )
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-cost", action="store_true")
     parser.epilog = "prints one JSON object; exit codes: 0 done, 2 bad arguments"
@@ -96,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
     load = _load(args.load)
     if args.load_fps <= 0:
         raise UsageError("--load-fps must be > 0")
+    if args.model_nice is None:
+        from streamseg.config.runtime import RuntimeConfig
+
+        args.model_nice = RuntimeConfig().model_nice
+    if not 0 <= args.model_nice <= 19:
+        raise UsageError("--model-nice must be 0 to 19")
     if args.seeds < 1 or args.frames < 2 or args.objects < 1 or args.cost_frames < 1:
         raise UsageError("--seeds, --objects, --cost-frames must be >= 1 and --frames >= 2")
     if not (0 <= args.drop < 1 and args.noise >= 0 and args.false_positives >= 0):
@@ -107,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.skip_quality:
         out["quality"] = _quality(args, settings, size)
     if not args.skip_cost:
-        out["cost"] = _cost(counts, args.cost_frames, load, args.load_fps)
+        out["cost"] = _cost(counts, args.cost_frames, load, args.load_fps, args.model_nice)
     out["goals"] = _goals(out)
     print(json.dumps(out, indent=2))
     return EXIT_OK
@@ -193,7 +207,7 @@ def _detector_quality(args: argparse.Namespace, common: dict[str, Any]) -> dict[
 
 
 def _cost(
-    counts: list[int], frames: int, load: tuple[int, int] | None, fps: float
+    counts: list[int], frames: int, load: tuple[int, int] | None, fps: float, nice: int
 ) -> list[dict[str, Any]]:
     from streamseg.bench import track as bench
 
@@ -215,19 +229,19 @@ def _cost(
             "frames": frames,
         }
         if load is not None:
-            row["loaded"] = _loaded(n, frames, load, fps)
+            row["loaded"] = _loaded(n, frames, load, fps, nice)
         rows.append(row)
     return rows
 
 
-def _loaded(n: int, frames: int, load: tuple[int, int], fps: float) -> dict[str, Any]:
+def _loaded(n: int, frames: int, load: tuple[int, int], fps: float, nice: int) -> dict[str, Any]:
     """Quiet and loaded figures, both with frames paced at ``fps`` as a camera's arrive."""
     from streamseg.bench import track as bench
 
-    out: dict[str, Any] = {"processes": load[0], "threads": load[1], "fps": fps}
+    out: dict[str, Any] = {"processes": load[0], "threads": load[1], "fps": fps, "nice": nice}
     for rules, name in ((False, "track"), (True, "track_rules")):
         quiet = bench.cost(objects=n, frames=frames, rules=rules, fps=fps)
-        busy = bench.cost(objects=n, frames=frames, rules=rules, fps=fps, load=load)
+        busy = bench.cost(objects=n, frames=frames, rules=rules, fps=fps, load=load, nice=nice)
         out[f"quiet_{name}_ms_p50"] = quiet["ms_p50"]
         out[f"loaded_{name}_ms_p50"] = busy["ms_p50"]
         out[f"loaded_{name}_ms_p99"] = busy["ms_p99"]

@@ -29,6 +29,11 @@ class RuntimeConfig(StrictModel):
     ``model_timeout``: with ``model_process``, seconds the model's process
     may take to answer one batch before it is ended and started again (its
     batches count as failed); a model that hangs never stalls the service.
+    ``model_nice``: with ``model_process``, how many steps of CPU priority
+    (``nice``) the model's process runs below the service's own, so that on
+    a saturated CPU the per-frame host work (decoding, tracking and rules,
+    publishing, fleet lease renewals, the console) is scheduled ahead of the
+    next forward pass instead of waiting behind it (0: the same priority).
     ``drain_timeout``: seconds to finish in-flight frames and flush
     Redis on shutdown.
     """
@@ -53,6 +58,13 @@ class RuntimeConfig(StrictModel):
         le=3600,
         description="model_process: seconds one batch may take before the model's process "
         "is ended and started again",
+    )
+    model_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="model_process: CPU priority steps (nice) of the model's process below "
+        "the service's own, so decoding, tracking and publishing run first on a busy CPU",
     )
     drain_timeout: float = Field(default=15.0, gt=0, le=3600)
     status_interval: float = Field(

@@ -39,6 +39,7 @@ def build_model_stage(
             config.model,
             threads=rt.inference_threads(),
             answer_timeout=rt.model_timeout,
+            nice=rt.model_nice,
             cancel=cancel,
         )
     return build_segmenter(config.model)

@@ -47,9 +47,10 @@ class Child:
     Args:
         ctx: the ``spawn`` multiprocessing context (never fork a threaded process).
         model / threads: what the worker builds, with how many torch threads.
+        nice: CPU priority steps the worker takes below this process.
     """
 
-    def __init__(self, ctx: Any, model: ModelConfig, threads: int) -> None:
+    def __init__(self, ctx: Any, model: ModelConfig, threads: int, nice: int = 0) -> None:
         self._logs = ctx.Queue()
         self._logs_done = threading.Event()
         self._log_thread = threading.Thread(
@@ -63,7 +64,7 @@ class Child:
         level = logging.getLogger().getEffectiveLevel()
         self.proc = ctx.Process(
             target=run_worker,
-            args=(theirs, self._logs, model, threads, level, os.getpid()),
+            args=(theirs, self._logs, model, threads, level, os.getpid(), nice),
             name="streamseg-model",
             daemon=True,
         )

@@ -49,6 +49,8 @@ class ModelProcess:
         model: the ``model:`` section; the worker builds it as ``serve``
             does in process (weights, backend, warm-up).
         threads: the worker's torch intra-op threads.
+        nice: CPU priority steps the worker runs below this process
+            (``runtime.model_nice``; 0: the same).
         answer_timeout: seconds one request may take before the worker is
             ended (and its batches failed).
         cancel: set while the first start is under way: the worker is ended
@@ -71,10 +73,11 @@ class ModelProcess:
         model: ModelConfig,
         *,
         threads: int,
+        nice: int = 0,
         answer_timeout: float = ANSWER_TIMEOUT,
         cancel: threading.Event | None = None,
     ) -> None:
-        self.model_config, self.threads = model, threads
+        self.model_config, self.threads, self.nice = model, threads, nice
         self.answer_timeout = answer_timeout
         self.device = torch.device(model.device)
         self.cpu_seconds = 0.0  # the worker's CPU time in segment(), every batch so far
@@ -112,7 +115,7 @@ class ModelProcess:
     # -- the worker's life (called with the lock held) -------------------------
     def _start(self, cancel: threading.Event | None = None) -> None:
         self._state = "starting"
-        child = self._child = Child(self._ctx, self.model_config, self.threads)
+        child = self._child = Child(self._ctx, self.model_config, self.threads, self.nice)
         try:
             reply = child.first_answer(cancel)
         except BaseException as exc:

@@ -60,7 +60,7 @@ from streamseg.types import FrameBatch
 if TYPE_CHECKING:
     from streamseg.segment.segmenter import Segmenter
 
-__all__ = ["STAGED_AHEAD", "Request", "read_requests", "run_worker", "serve"]
+__all__ = ["STAGED_AHEAD", "Request", "lower_priority", "read_requests", "run_worker", "serve"]
 
 # Seconds between two looks at whether the parent is still there.
 PARENT_CHECK_S = 0.5
@@ -75,14 +75,17 @@ def run_worker(
     threads: int,
     level: int,
     parent: int,
+    nice: int = 0,
 ) -> None:
-    """The worker process's main function (``parent``: the parent's pid).
+    """The worker process's main function (``parent``: the parent's pid;
+    ``nice``: CPU priority steps below the parent's, see :func:`lower_priority`).
 
     It ends with ``os._exit`` once its log records are flushed: nothing in it
     needs the interpreter's teardown, which takes seconds with torch loaded
     (start-up's "exit within 5 s" waits for it).
     """
     _tie_to_parent(parent)
+    lower_priority(nice)
     root = logging.getLogger()
     root.handlers[:] = [logging.handlers.QueueHandler(logs)]
     root.setLevel(level)
@@ -95,6 +98,23 @@ def run_worker(
             logs.close()
             logs.join_thread()  # the records still on their way to the parent
         os._exit(0)
+
+
+def lower_priority(steps: int) -> None:
+    """Run this process ``steps`` nice levels below where it started (at most 19).
+
+    The model's forward passes take whatever CPU they are given; the
+    service's own per-frame work is short and waits on it only when the
+    scheduler runs the model first. A lower priority for the model lets the
+    short work go first on a saturated CPU, and costs the model nothing
+    while a core is idle. ``bench track --load`` lowers its stand-in for the
+    model by the same setting. Raising a process's own nice value needs no
+    privilege; a system that refuses it leaves the priority as it was.
+    """
+    if steps <= 0:
+        return
+    with contextlib.suppress(OSError):
+        os.nice(steps)
 
 
 def _build_and_serve(conn: multiprocessing.connection.Connection, model: ModelConfig) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from streamseg.bench.busy import Busy
 from streamseg.cli import main
+from streamseg.config.runtime import RuntimeConfig
 from streamseg.track import kalman
 from streamseg.track.kalman import KalmanBoxes
 
@@ -39,6 +42,7 @@ def test_bench_track_loaded(capsys: pytest.CaptureFixture[str]) -> None:
     (row,) = json.loads(capsys.readouterr().out)["cost"]
     loaded = row["loaded"]
     assert (loaded["processes"], loaded["threads"], loaded["fps"]) == (1, 1, 500.0)
+    assert loaded["nice"] == RuntimeConfig().model_nice  # as serve runs the model's process
     for name in ("track", "track_rules"):
         assert loaded[f"quiet_{name}_ms_p50"] > 0 and loaded[f"loaded_{name}_ms_p50"] > 0
         ratio = loaded[f"loaded_{name}_ms_p50"] / loaded[f"quiet_{name}_ms_p50"]
@@ -93,6 +97,7 @@ def test_bench_track_detector_with_a_missing_checkpoint(
         (["--load", "two"], "expected PROCESSES,THREADS"),
         (["--load", "0,0"], "not both 0"),
         (["--load", "--load-fps", "0"], "--load-fps must be > 0"),
+        (["--load", "--model-nice", "20"], "--model-nice must be 0 to 19"),
     ],
 )
 def test_bench_track_usage_errors(
@@ -100,6 +105,14 @@ def test_bench_track_usage_errors(
 ) -> None:
     assert main(["bench", "track", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_busy_processes_run_below_this_one_by_nice() -> None:
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    with Busy(processes=2, threads=0, nice=4) as busy:
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in busy.pids] == [min(19, own + 4)] * 2
+    with Busy(processes=1, threads=0) as busy:
+        assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in busy.pids] == [own]
 
 
 def full_filter(boxes: list[np.ndarray], dts: list[float]) -> tuple[np.ndarray, np.ndarray]:

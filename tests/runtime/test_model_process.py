@@ -73,10 +73,13 @@ def test_same_instances_swap_and_restart(
     a, b = weights
     batches = _batches(3)
     caplog.set_level(logging.INFO)
-    proc = ModelProcess(_model(a), threads=1)
+    proc = ModelProcess(_model(a), threads=1, nice=3)
+    lowered = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
     try:
         pid = proc.pid()
         assert pid is not None and pid != os.getpid()
+        # runtime.model_nice: the model yields the CPU to this process's stages.
+        assert os.getpriority(os.PRIO_PROCESS, pid) == lowered
         assert proc.class_names == tuple(NAMES)
         assert proc.region_classes == ()  # an instance model: the rules' checks need it
         # The worker's own log lines reach this process's handlers (soon: they
@@ -119,6 +122,7 @@ def test_same_instances_swap_and_restart(
             _same(x, y)
         assert ended(pid)
         assert proc.restarts == 1 and proc.pid() not in (None, pid)
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid()) == lowered  # the new one too
         assert proc.health()["last_error"] == "the model's process ended (killed by SIGKILL)"
         local.close()
     finally:
