@@ -9,7 +9,7 @@ import pytest
 
 from streamseg.ingest.spec import SCHEMES
 from streamseg.registry import load, split_target
-from streamseg.track.alerts import RULE_KINDS
+from streamseg.track.rule_kinds import RULE_KINDS
 
 
 def test_load_imports_the_module_when_the_row_is_used() -> None:
