@@ -186,7 +186,7 @@ def _missing_classes(alerts: AlertsConfig, names: list[str]) -> list[str]:
     missing: list[str] = []
     for cid, cam in alerts.cameras.items():
         for rule in cam.rules:
-            region = getattr(rule, "region", None)
+            region = rule.region_class()
             for c in [*rule.classes, *([region] if region else [])]:
                 if c not in known and c not in missing:
                     log.warning(

@@ -122,6 +122,11 @@ class RuleFields(StrictModel):
             isinstance(self, Membership) and self.mask_fraction is not None
         )
 
+    def region_class(self) -> str | None:
+        """The class this entry names in ``region`` (checked against the model's classes,
+        like ``classes``); ``None`` for kinds without one."""
+        return None
+
 
 class Membership(StrictModel):
     anchor: Anchor = Field(default="bottom_center", description="the box point tested")
@@ -233,6 +238,9 @@ class RegionRule(RuleFields):
     )
     events: list[RegionKind] = Field(default_factory=lambda: list(_REGION_KINDS))
 
+    def region_class(self) -> str:
+        return self.region
+
 
 class CoverageRule(RuleFields):
     """``coverage`` when ``region`` (a class) covers more (``above``) or less
@@ -252,6 +260,9 @@ class CoverageRule(RuleFields):
         default=0.01, ge=0, lt=1, description="hysteresis on the share when it ends"
     )
     events: list[CoverageKind] = Field(default_factory=lambda: list(_COVERAGE_KINDS))
+
+    def region_class(self) -> str:
+        return self.region
 
     @model_validator(mode="after")
     def _one_bound(self) -> CoverageRule:

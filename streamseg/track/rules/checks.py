@@ -104,7 +104,7 @@ def _problems(
                     fix=f"name thing classes: {', '.join(things) or '(this model has none)'}",
                 )
             )
-    region = getattr(rule, "region", None)
+    region = rule.region_class()
     if region is None:
         return out
     if region not in known:
