@@ -223,8 +223,9 @@ class RuleBase:
     def update(self, view: TrackView) -> list[Event]:
         raise NotImplementedError
 
-    def occupancy(self) -> int | None:
-        """Tracks inside the rule's zone now (``None`` for rules without a zone)."""
+    def occupancy(self) -> tuple[str, int] | None:
+        """``(zone, tracks inside it now)`` for a rule that keeps a zone's occupancy
+        (``None`` for the others)."""
         return None
 
     def crossings(self) -> tuple[str, int, int] | None:

@@ -126,9 +126,9 @@ class CameraRules:
         """``(rule, zone, tracks inside)`` of every zone rule."""
         out = []
         for rule in self.rules:
-            occ = rule.occupancy()
-            if occ is not None:
-                out.append((rule.name, str(getattr(rule, "zone", "")), occ))
+            told = rule.occupancy()
+            if told is not None:
+                out.append((rule.name, *told))
         return out
 
     def line_counts(self) -> dict[str, tuple[int, int]]:
