@@ -150,7 +150,7 @@ class PipelineConfig(StrictModel):
                     for j, cls in enumerate(rule.classes)
                     if cls not in names[1:]
                 ]
-                region = rule.region_class()
+                region = getattr(rule, "region", None)
                 if region is not None and region not in names[1:]:
                     loc = (*where, "region")
                     issues.append(ConfigIssue(f"unknown class {region!r}", loc=loc, hint=hint))
