@@ -161,24 +161,33 @@ FAMILIES: Table[Family] = Table(
 
 # arch name -> builder and family. The builder takes keyword options
 # (num_classes, thresholds, ...) and returns an nn.Module following the contract.
-ARCHITECTURES: dict[str, Arch] = {
-    "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
-    "maskrcnn_r50_fpn_v2": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"),
-    "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
-    "mask2former_r50": Arch("streamseg.models.mask2former.build:mask2former_r50", "mask2former"),
-    "mask2former_swin_t": Arch(
-        "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"
-    ),
-    # A few-channel Mask2Former for tests and smoke runs of every command
-    # (serve, bench, train, export); like maskrcnn_small it runs in seconds
-    # on a CPU, but unlike it, it is not meant for real use.
-    "mask2former_tiny": Arch("streamseg.models.mask2former.build:mask2former_tiny", "mask2former"),
-    # Mask2Former on maskrcnn_small's narrow ResNet-18 (its backbone can start
-    # from the Mask R-CNN demo model): the small Mask2Former for real use.
-    "mask2former_small": Arch(
-        "streamseg.models.mask2former.build:mask2former_small", "mask2former"
-    ),
-}
+ARCHITECTURES: Table[Arch] = Table(
+    "architecture",
+    {
+        "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
+        "maskrcnn_r50_fpn_v2": Arch(
+            "streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"
+        ),
+        "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
+        "mask2former_r50": Arch(
+            "streamseg.models.mask2former.build:mask2former_r50", "mask2former"
+        ),
+        "mask2former_swin_t": Arch(
+            "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"
+        ),
+        # A few-channel Mask2Former for tests and smoke runs of every command
+        # (serve, bench, train, export); like maskrcnn_small it runs in seconds
+        # on a CPU, but unlike it, it is not meant for real use.
+        "mask2former_tiny": Arch(
+            "streamseg.models.mask2former.build:mask2former_tiny", "mask2former"
+        ),
+        # Mask2Former on maskrcnn_small's narrow ResNet-18 (its backbone can start
+        # from the Mask R-CNN demo model): the small Mask2Former for real use.
+        "mask2former_small": Arch(
+            "streamseg.models.mask2former.build:mask2former_small", "mask2former"
+        ),
+    },
+)
 
 # precision name -> the torch dtype name (``torch.<name>``) that autocast
 # runs in; ``fp32`` runs without autocast.

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     BackendName = str
     TaskName = str
 else:
-    ArchName = literal_of(ARCHITECTURES)
+    ArchName = literal_of(ARCHITECTURES.close("streamseg.segment.config"))
     PrecisionName = literal_of(PRECISIONS)
     BackendName = literal_of(BACKENDS)
     TaskName = literal_of(TASKS)
