@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from streamseg.ingest.spec import SCHEMES
-from streamseg.registry import load, split_target
-from streamseg.track.alerts import RULE_KINDS
+from streamseg.registry import RegistryClosed, Table, load, split_target
+from streamseg.track.rule_kinds import RULE_KINDS
 
 
 def test_load_imports_the_module_when_the_row_is_used() -> None:
@@ -70,3 +70,25 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_the_fix() -> None:
     assert "STREAMSEG_PLUGINS names the module 'no_such_mod', which cannot be imported" in (
         done.stderr
     )
+
+
+def test_a_plugin_function_that_does_not_exist_is_named() -> None:
+    import os
+
+    done = _models_in({**os.environ, "STREAMSEG_PLUGINS": "tests.support.plugins:no_such"})
+    assert done.returncode != 0
+    assert "names 'tests.support.plugins:no_such'" in done.stderr
+    assert "has no function 'no_such'" in done.stderr
+
+
+def test_a_table_takes_rows_until_a_type_is_built_from_it() -> None:
+    table: Table[int] = Table("colour", {"red": 1})
+    table.register("blue", 2)
+    with pytest.raises(ValueError, match="colour 'blue' is already registered"):
+        table.register("blue", 3)
+    assert table.close("mypackage.palette") is table and dict(table) == {"red": 1, "blue": 2}
+    with pytest.raises(RegistryClosed) as info:
+        table.register("green", 3)
+    message = str(info.value)
+    assert "'green' is registered too late" in message and "mypackage.palette" in message
+    assert "STREAMSEG_PLUGINS" in message and "green" not in table

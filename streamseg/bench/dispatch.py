@@ -26,7 +26,6 @@ only shrinks the box head's matrix products on this CPU.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,8 +33,10 @@ from typing import Any
 
 import torch
 
+from streamseg.bench.dispatch_hooks import DispatchHooks
 from streamseg.bench.emulated import DispatchCounts, emulated_gpu
-from streamseg.models import arch_family
+from streamseg.models import FAMILIES, arch_family
+from streamseg.registry import load
 from streamseg.segment.segmenter import Segmenter
 from streamseg.types import FrameBatch
 
@@ -43,8 +44,6 @@ __all__ = ["PATHS", "count_dispatch", "measure_runs"]
 
 PATHS = ("triton", "reference")
 STAGES = ("preprocess", "model", "postprocess")
-# Candidates per image the score threshold lets through, per detection wanted.
-_CANDIDATES_PER_DETECTION = 4
 
 
 def count_dispatch(
@@ -153,8 +152,7 @@ def _options(arch: str, size: tuple[int, int], detections: int, proposals: int) 
         "score_threshold": 0.0,
         "detections_per_image": detections,
     }
-    if arch_family(arch) == "maskrcnn":
-        options["rpn_post_nms_top_n"] = proposals
+    options.update(_hooks(arch).options(proposals))
     return options
 
 
@@ -167,7 +165,8 @@ def _measure(
 ) -> dict[str, Any]:
     """Warm up and set the threshold for ``detections``, then count one batch."""
     # The warm-up (caches: anchors, scales; kernels loaded) also shows the scores.
-    _set_limits(segmenter, _calibrate(segmenter, frames, detections), detections)
+    hooks = _hooks(segmenter.arch)
+    hooks.set_limits(segmenter, hooks.calibrate(segmenter, frames, detections), detections)
     counts.clear()
     stages.clear()
     start = time.perf_counter()
@@ -224,43 +223,10 @@ def _staged(segmenter: Segmenter, counts: DispatchCounts) -> dict[str, dict[str,
     return stages
 
 
-def _calibrate(segmenter: Segmenter, frames: FrameBatch, detections: int) -> float:
-    """A score threshold for ``detections`` D per image, from one run with none.
-
-    Mask R-CNN: ``_CANDIDATES_PER_DETECTION * D`` candidates pass it in every
-    image (the lowest, over images, of each image's that many-th class
-    score): NMS then keeps at least D. Mask2Former: D instances score above
-    it in every image (the final scores, class times mask score), so at
-    least D queries are kept.
-    """
-    model: Any = segmenter.model
-    if arch_family(segmenter.arch) != "maskrcnn":
-        _set_limits(segmenter, 0.0, int(model.model.config.num_queries))
-        scores = [r.scores for r in segmenter.segment(frames)]
-        return min(float(s.sort(descending=True).values[detections - 1]) for s in scores)
-    seen: list[torch.Tensor] = []
-    hook = model.roi_heads.box_predictor.register_forward_hook(
-        lambda m, i, o: seen.append(o[0].detach())
-    )
-    _set_limits(segmenter, 1.0, detections)  # no candidate: the warm-up stops at the scores
-    try:
-        segmenter.segment(frames)
-    finally:
-        hook.remove()
-    # (images * proposals, classes), background first.
-    fg = seen[0].cpu().softmax(-1)[:, 1:].reshape(len(frames), -1)
-    want = min(_CANDIDATES_PER_DETECTION * detections, fg.shape[1])
-    return float(fg.topk(want, dim=1).values[:, -1].min())
-
-
-def _set_limits(segmenter: Segmenter, threshold: float, detections: int) -> None:
-    """The model's score threshold and detections per image."""
-    model: Any = segmenter.model
-    if arch_family(segmenter.arch) == "maskrcnn":
-        heads = model.roi_heads
-        heads.settings = dataclasses.replace(
-            heads.settings, score_threshold=threshold, detections_per_image=detections
-        )
-    else:
-        model.score_threshold = threshold
-        model.detections_per_image = detections
+def _hooks(arch: str) -> DispatchHooks:
+    """The family's hooks (its row's ``dispatch``, ``streamseg.bench.dispatch_hooks``)."""
+    target = FAMILIES[arch_family(arch)].dispatch
+    if target is None:
+        raise ValueError(f"bench dispatch cannot count {arch}: its family names no hooks")
+    hooks: DispatchHooks = load(target)()
+    return hooks

@@ -93,39 +93,13 @@ def _partial_issues(path: str, no_model: bool) -> list[ConfigIssue]:
 
 
 def sink_lines(config: PipelineConfig) -> list[str]:
-    """One line per sink, where every message goes: ``sink NAME (TYPE): URL, where``."""
-    from streamseg.redact import redact_url
-
-    r = config.redis
-    out = [f"sink redis (redis): {redact_url(r.url)}, streams {r.stream_prefix}:*"]
+    """One line per sink, where every message goes: ``sink NAME (TYPE): WHERE``, WHERE
+    as each sink's config tells it (``SinkEntry.describe``; no secrets)."""
+    out = [f"sink redis (redis): {config.redis.describe()}"]
     for s in config.sinks:
-        url = redact_url(str(getattr(s, "url", "")))
-        prefix = getattr(s, "stream_prefix", None)
-        where = f"streams {prefix}:*" if prefix is not None else _topics(s)
-        out.append(f"sink {s.name} ({s.type}): {url}, {where}")
+        where = s.describe()
+        out.append(f"sink {s.name} ({s.type})" + (f": {where}" if where else ""))
     return out
-
-
-def _topics(sink: object) -> str:
-    from streamseg.streams import availability_topic, mqtt_topic, state_topic
-
-    prefix = getattr(sink, "topic_prefix", "")
-    cam = "<camera>"
-    extra = [
-        name.removeprefix(f"{prefix}/")
-        for name, on in (
-            (availability_topic(prefix), getattr(sink, "availability", False)),
-            (state_topic(prefix, cam), getattr(sink, "state", False)),
-            (
-                mqtt_topic(prefix, "snapshot", cam),
-                getattr(getattr(sink, "snapshots", None), "enabled", False),
-            ),
-        )
-        if on
-    ]
-    retained = f" (retained: {', '.join(extra)})" if extra else ""
-    topics = f"{mqtt_topic(prefix, 'detections', cam)}, {mqtt_topic(prefix, 'alert', cam)}"
-    return f"topics {topics}{retained}"
 
 
 def _report(exc: ConfigError) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import Field, field_validator
 
 from streamseg.config.runtime import RuntimeConfig
@@ -12,7 +14,7 @@ from streamseg.fleet.config import FleetConfig
 from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import DECODERS
 from streamseg.publish.redis_config import RedisConfig
-from streamseg.publish.sink_config import SinkConfig, check_sink_names
+from streamseg.publish.sink_config import SinkEntry, check_sink_names, sink_entry_union
 from streamseg.record.config import RecordConfig
 from streamseg.segment.config import ModelConfig
 from streamseg.telemetry.config import TelemetryConfig
@@ -20,6 +22,12 @@ from streamseg.track.alerts import AlertsConfig
 from streamseg.track.config import TrackingConfig
 
 __all__ = ["PipelineConfig"]
+
+# One ``sinks:`` entry: the union of the sink types' models (closes their table).
+if TYPE_CHECKING:
+    SinkConfig = SinkEntry
+else:
+    SinkConfig = sink_entry_union()
 
 
 class PipelineConfig(StrictModel):
@@ -84,7 +92,8 @@ class PipelineConfig(StrictModel):
         )
 
     def _snapshot_issues(self) -> list[ConfigIssue]:
-        """MQTT snapshots are the console's alert snapshots: they need it to keep them."""
+        """A sink that takes alert snapshots (``SinkEntry.snapshot_switch``) takes the
+        console's: they need it to keep them."""
         h = self.http
         if h.enabled and h.console and h.snapshots:
             return []
@@ -95,15 +104,19 @@ class PipelineConfig(StrictModel):
             if not h.console
             else "http.snapshots"
         )
-        return [
-            ConfigIssue(
-                f"MQTT snapshots are the console's alert snapshots, but {off} is false",
-                loc=("sinks", i, "snapshots", "enabled"),
-                hint=f"set {off}: true, or snapshots.enabled: false",
-            )
-            for i, sink in enumerate(self.sinks)
-            if getattr(getattr(sink, "snapshots", None), "enabled", False)
-        ]
+        issues = []
+        for i, sink in enumerate(self.sinks):
+            switch = sink.snapshot_switch()
+            if switch is not None:
+                issues.append(
+                    ConfigIssue(
+                        f"sink {sink.name!r} takes the console's alert snapshots, "
+                        f"but {off} is false",
+                        loc=("sinks", i, *switch),
+                        hint=f"set {off}: true, or {'.'.join(switch)}: false",
+                    )
+                )
+        return issues
 
     def _model_process_issues(self) -> list[ConfigIssue]:
         """``runtime.model_process`` takes frames from CPU memory; a decoder that leaves them

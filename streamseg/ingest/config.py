@@ -20,7 +20,7 @@ __all__ = ["CameraConfig", "ReconnectConfig", "check_camera_url"]
 if TYPE_CHECKING:
     DecoderName = str
 else:
-    DecoderName = literal_of(DECODERS)
+    DecoderName = literal_of(DECODERS.close("streamseg.ingest.config"))
 
 _CAMERA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from streamseg.errors import StartupError
 from streamseg.redact import redact_url
-from streamseg.registry import load
+from streamseg.registry import Table, load
 
 __all__ = [
     "DECODERS",
@@ -45,6 +45,7 @@ __all__ = [
     "decoder_problem",
     "is_live_url",
     "parse_source_url",
+    "register_decoder",
     "url_scheme",
 ]
 _TRUE = {"1", "true", "yes", "on"}
@@ -146,16 +147,26 @@ class DecoderKind:
 _HERE = "streamseg.ingest.spec"
 
 # name -> decoder: the only list of decoders (``cameras[].decode``'s choices
-# come from it). PyAV on the CPU, NVIDIA DALI (NVDEC) on a GPU. Adding one:
-# its file, plus one row here.
-DECODERS: dict[str, DecoderKind] = {
-    "pyav": DecoderKind("streamseg.ingest.decoders:build_pyav"),
-    "dali": DecoderKind(
-        "streamseg.ingest.dali:DaliDecoder",
-        problem="streamseg.ingest.dali:dali_problem",
-        on_device=True,
-    ),
-}
+# come from it; ``streamseg.ingest.config`` closes it). PyAV on the CPU,
+# NVIDIA DALI (NVDEC) on a GPU. Adding one: its file, plus one row here, or
+# ``register_decoder`` in a plug-in (``streamseg.plugins``).
+DECODERS: Table[DecoderKind] = Table(
+    "decoder",
+    {
+        "pyav": DecoderKind("streamseg.ingest.decoders:build_pyav"),
+        "dali": DecoderKind(
+            "streamseg.ingest.dali:DaliDecoder",
+            problem="streamseg.ingest.dali:dali_problem",
+            on_device=True,
+        ),
+    },
+)
+
+
+def register_decoder(name: str, row: DecoderKind) -> None:
+    """Add decoder ``name`` (a plug-in's, before ``streamseg.ingest.config`` builds the
+    ``decode:`` choices; ``streamseg.registry.RegistryClosed`` after)."""
+    DECODERS.register(name, row)
 
 
 def decoder_problem(name: str) -> tuple[str, str] | None:

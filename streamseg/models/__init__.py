@@ -35,7 +35,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from streamseg.registry import load
+from streamseg.registry import Table, load
 
 if TYPE_CHECKING:
     import torch
@@ -96,11 +96,27 @@ class Family:
             class (dim 0: ``rows`` per class slot, in the order of
             :func:`streamseg.models.class_rows.class_slots`); a fine-tune
             that changes the classes keeps the rows of the classes it kept.
+        options: ``"module:Class"`` of the pydantic model of the family's own
+            section of pipeline.yaml's ``model:`` (``model.<family>:``),
+            options only its architectures take (``None``: no section).
+        roi_samples_option: the ``build_model`` option that training's
+            ``roi_samples_per_image`` sets (what the family samples per
+            image for its losses).
+        weights_options: ``"module:function"`` giving, for a training run's
+            starting weights (a path), the ``build_model`` options they fix
+            (``None``: none).
+        dispatch: ``"module:Class"`` of the family's hooks for ``bench
+            dispatch`` (its build options, score calibration and limits;
+            ``streamseg.bench.dispatch``); ``None``: it cannot be counted.
     """
 
     counts_background: bool
     tasks: tuple[str, ...] = ("instance",)
     class_layers: tuple[str, ...] = ()
+    options: str | None = None
+    roi_samples_option: str | None = None
+    weights_options: str | None = None
+    dispatch: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,42 +134,60 @@ TASKS: dict[str, str] = {
     "panoptic": "instances of the thing classes and regions of the stuff classes",
 }
 
-FAMILIES: dict[str, Family] = {
-    "maskrcnn": Family(
-        counts_background=True,
-        class_layers=(
-            "roi_heads.box_predictor.cls_score.",
-            "roi_heads.box_predictor.bbox_pred.",  # 4 rows (box deltas) per class
-            "roi_heads.mask_predictor.mask_fcn_logits.",
+FAMILIES: Table[Family] = Table(
+    "model family",
+    {
+        "maskrcnn": Family(
+            counts_background=True,
+            class_layers=(
+                "roi_heads.box_predictor.cls_score.",
+                "roi_heads.box_predictor.bbox_pred.",  # 4 rows (box deltas) per class
+                "roi_heads.mask_predictor.mask_fcn_logits.",
+            ),
+            options="streamseg.models.maskrcnn.options:MaskRCNNOptions",
+            roi_samples_option="box_batch_size_per_image",
+            weights_options="streamseg.models.maskrcnn.weights:weights_options",
+            dispatch="streamseg.bench.dispatch_hooks:MaskRCNNHooks",
         ),
-    ),
-    "mask2former": Family(
-        counts_background=False,
-        tasks=tuple(TASKS),
-        class_layers=("class_predictor.", "criterion.empty_weight"),
-    ),
-}
+        "mask2former": Family(
+            counts_background=False,
+            tasks=tuple(TASKS),
+            class_layers=("class_predictor.", "criterion.empty_weight"),
+            roi_samples_option="num_points",
+            dispatch="streamseg.bench.dispatch_hooks:Mask2FormerHooks",
+        ),
+    },
+)
 
 # arch name -> builder and family. The builder takes keyword options
 # (num_classes, thresholds, ...) and returns an nn.Module following the contract.
-ARCHITECTURES: dict[str, Arch] = {
-    "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
-    "maskrcnn_r50_fpn_v2": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"),
-    "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
-    "mask2former_r50": Arch("streamseg.models.mask2former.build:mask2former_r50", "mask2former"),
-    "mask2former_swin_t": Arch(
-        "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"
-    ),
-    # A few-channel Mask2Former for tests and smoke runs of every command
-    # (serve, bench, train, export); like maskrcnn_small it runs in seconds
-    # on a CPU, but unlike it, it is not meant for real use.
-    "mask2former_tiny": Arch("streamseg.models.mask2former.build:mask2former_tiny", "mask2former"),
-    # Mask2Former on maskrcnn_small's narrow ResNet-18 (its backbone can start
-    # from the Mask R-CNN demo model): the small Mask2Former for real use.
-    "mask2former_small": Arch(
-        "streamseg.models.mask2former.build:mask2former_small", "mask2former"
-    ),
-}
+ARCHITECTURES: Table[Arch] = Table(
+    "architecture",
+    {
+        "maskrcnn_r50_fpn": Arch("streamseg.models.maskrcnn.build:maskrcnn_r50_fpn", "maskrcnn"),
+        "maskrcnn_r50_fpn_v2": Arch(
+            "streamseg.models.maskrcnn.build:maskrcnn_r50_fpn_v2", "maskrcnn"
+        ),
+        "maskrcnn_small": Arch("streamseg.models.maskrcnn.build:maskrcnn_small", "maskrcnn"),
+        "mask2former_r50": Arch(
+            "streamseg.models.mask2former.build:mask2former_r50", "mask2former"
+        ),
+        "mask2former_swin_t": Arch(
+            "streamseg.models.mask2former.build:mask2former_swin_t", "mask2former"
+        ),
+        # A few-channel Mask2Former for tests and smoke runs of every command
+        # (serve, bench, train, export); like maskrcnn_small it runs in seconds
+        # on a CPU, but unlike it, it is not meant for real use.
+        "mask2former_tiny": Arch(
+            "streamseg.models.mask2former.build:mask2former_tiny", "mask2former"
+        ),
+        # Mask2Former on maskrcnn_small's narrow ResNet-18 (its backbone can start
+        # from the Mask R-CNN demo model): the small Mask2Former for real use.
+        "mask2former_small": Arch(
+            "streamseg.models.mask2former.build:mask2former_small", "mask2former"
+        ),
+    },
+)
 
 # precision name -> the torch dtype name (``torch.<name>``) that autocast
 # runs in; ``fp32`` runs without autocast.

@@ -64,6 +64,12 @@ class RedisConfig(ServerConnection):
         except ValidationError as exc:
             raise ValueError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
+    def describe(self) -> str:
+        """Where its messages go, for ``streamseg check``: the URL (no secrets) and streams."""
+        from streamseg.redact import redact_url
+
+        return f"{redact_url(self.url)}, streams {self.stream_prefix}:*"
+
     def detections_stream(self, camera_id: str) -> str:
         return detections_stream(self.stream_prefix, camera_id)
 

@@ -14,12 +14,19 @@ unique ``name``; every message goes to every sink::
 
 :data:`SINK_TYPES` is the only list of sink types: the config models of
 ``sinks:`` entries (and their ``type`` values) and the builders the runtime
-calls come from it. A new type is one new file in
-``streamseg/publish/`` (a ``streamseg.publish.buffered.BufferedSink`` subclass
-and its ``build_sink(config, name=...)``), its config model next to
-``RedisSinkConfig`` below, and one line in ``SINK_TYPES``. The models live
-in this module, not beside their sinks, so that validating a pipeline.yaml
-imports no sink's client library (redis-py, paho-mqtt).
+calls come from it. A row's config model (a :class:`SinkEntry`) also
+answers what the rest of streamseg asks of the type: what ``streamseg
+check`` prints for a sink (:meth:`SinkEntry.describe`) and whether it takes
+the console's alert snapshots (:meth:`SinkEntry.snapshot_switch`). A new
+type is one new file in ``streamseg/publish/`` (a
+``streamseg.publish.buffered.BufferedSink`` subclass and its
+``build_sink(config, name=...)``), its config model next to
+``RedisSinkConfig`` below, and one line in ``SINK_TYPES``; from outside the
+package, :func:`register_sink_type` in a plug-in (``streamseg.plugins``).
+The models live in this module, not beside their sinks, so that
+validating a pipeline.yaml imports no sink's client library (redis-py,
+paho-mqtt). The ``sinks:`` entries' union is built from the table by
+:func:`sink_entry_union` (``streamseg.config.pipeline``), which closes it.
 """
 
 from __future__ import annotations
@@ -28,14 +35,16 @@ import dataclasses
 import re
 import urllib.parse
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 from streamseg.configbase.base import StrictModel
 from streamseg.publish.connection import ServerConnection, UrlForm
 from streamseg.publish.redis_config import RedisConfig
-from streamseg.streams import availability_topic, state_topic
+from streamseg.redact import redact_url
+from streamseg.registry import Table
+from streamseg.streams import availability_topic, mqtt_topic, state_topic
 
 __all__ = [
     "MQTT_URL",
@@ -47,6 +56,8 @@ __all__ = [
     "SinkConfig",
     "SinkEntry",
     "SinkType",
+    "register_sink_type",
+    "sink_entry_union",
 ]
 
 PRIMARY_SINK = "redis"  # the name of the sink the ``redis:`` section describes
@@ -66,6 +77,17 @@ class SinkEntry(StrictModel):
 
     type: str
     name: SinkName
+
+    def describe(self) -> str:
+        """Where this sink's messages go, as ``streamseg check`` prints it after
+        ``sink NAME (TYPE): `` (a URL without secrets, streams or topics)."""
+        return ""
+
+    def snapshot_switch(self) -> tuple[str, ...] | None:
+        """The field (its path in the entry) that has this sink take the console's alert
+        snapshots, when it is on; ``None`` when the sink takes none (the default).
+        The pipeline checks that the console keeps snapshots for it."""
+        return None
 
 
 class RedisSinkConfig(RedisConfig, SinkEntry):
@@ -151,6 +173,25 @@ class MQTTSinkConfig(ServerConnection, SinkEntry):
             )
         return value.strip("/") or "streamseg"
 
+    def describe(self) -> str:
+        """The URL and topics (retained ones in brackets)."""
+        prefix, cam = self.topic_prefix, "<camera>"
+        extra = [
+            name.removeprefix(f"{prefix}/")
+            for name, on in (
+                (availability_topic(prefix), self.availability),
+                (state_topic(prefix, cam), self.state),
+                (mqtt_topic(prefix, "snapshot", cam), self.snapshots.enabled),
+            )
+            if on
+        ]
+        retained = f" (retained: {', '.join(extra)})" if extra else ""
+        topics = f"{mqtt_topic(prefix, 'detections', cam)}, {mqtt_topic(prefix, 'alert', cam)}"
+        return f"{redact_url(self.url)}, topics {topics}{retained}"
+
+    def snapshot_switch(self) -> tuple[str, ...] | None:
+        return ("snapshots", "enabled") if self.snapshots.enabled else None
+
     @property
     def host_port(self) -> tuple[str, int]:
         parts = urllib.parse.urlsplit(self.url)
@@ -167,30 +208,39 @@ class SinkType:
 
 
 # type -> SinkType. The builder is imported only when a pipeline uses the type.
-SINK_TYPES: dict[str, SinkType] = {
-    "redis": SinkType(RedisSinkConfig, "streamseg.publish.redis_streams:build_sink"),
-    "mqtt": SinkType(MQTTSinkConfig, "streamseg.publish.mqtt:build_sink"),
-}
+SINK_TYPES: Table[SinkType] = Table(
+    "sink type",
+    {
+        "redis": SinkType(RedisSinkConfig, "streamseg.publish.redis_streams:build_sink"),
+        "mqtt": SinkType(MQTTSinkConfig, "streamseg.publish.mqtt:build_sink"),
+    },
+)
+
+
+def register_sink_type(name: str, row: SinkType) -> None:
+    """Add sink type ``name`` (a plug-in's, before the pipeline's config is built;
+    ``streamseg.registry.RegistryClosed`` after)."""
+    SINK_TYPES.register(name, row)
 
 
 def _entry_type(value: Any) -> Any:
     return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
 
 
-def _entry_union() -> Any:
-    models = tuple(Annotated[t.config, Tag(key)] for key, t in SINK_TYPES.items())
+def sink_entry_union() -> Any:
+    """The type of one ``sinks:`` entry: the ``type``-tagged union of the table's config
+    models. Closes :data:`SINK_TYPES` (a row registered later would be missing)."""
+    types = SINK_TYPES.close("streamseg.config.pipeline")
+    models = tuple(Annotated[t.config, Tag(key)] for key, t in types.items())
     if len(models) == 1:
-        return SINK_TYPES[PRIMARY_SINK].config
+        return types[PRIMARY_SINK].config
     # A missing or unknown type is told so, with the known ones, by the config
     # loader (streamseg.configbase.issues), as for rules.
     pick = Discriminator(_entry_type)
     return Annotated[Union[models], pick]  # noqa: UP007
 
 
-if TYPE_CHECKING:
-    SinkConfig = SinkEntry  # one ``sinks:`` entry, of any registered type
-else:
-    SinkConfig = _entry_union()
+SinkConfig = SinkEntry  # one ``sinks:`` entry, of any registered type
 
 
 def check_sink_names(sinks: Sequence[Any]) -> Sequence[Any]:

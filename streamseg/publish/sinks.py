@@ -9,7 +9,6 @@ from typing import Any
 from streamseg.publish.redis_config import RedisConfig
 from streamseg.publish.sink import Sink
 from streamseg.publish.sink_config import PRIMARY_SINK, SINK_TYPES, SinkConfig
-from streamseg.redact import redact_url
 from streamseg.registry import load
 
 __all__ = ["build_sink", "build_sinks"]
@@ -30,7 +29,6 @@ def build_sinks(*, redis: RedisConfig, sinks: Sequence[SinkConfig] = ()) -> list
     entries += [(s.type, s.name, s) for s in sinks]
     built = []
     for type_, name, cfg in entries:
-        where = redact_url(cfg.url) if isinstance(getattr(cfg, "url", None), str) else ""
-        log.info("publish: sink %s (%s) %s", name, type_, where)
+        log.info("publish: sink %s (%s) %s", name, type_, cfg.describe())
         built.append(build_sink(type_, cfg, name=name))
     return built

@@ -1,6 +1,6 @@
 """The alert kinds' part of the event contract, generated from the rules' registry.
 
-``streamseg.track.alerts.RULE_KINDS`` is the one owner of the alert kinds
+``streamseg.track.rule_kinds.RULE_KINDS`` is the one owner of the alert kinds
 (``ALERT_KINDS``) and of what each means. From it come the ``kind`` enum of
 ``alert.schema.json`` and the table of kinds in ``docs/events.md``;
 ``tests/docs/test_event_contract.py`` fails when either has drifted.
@@ -38,7 +38,7 @@ DOCS_BEGIN = (
 )
 DOCS_END = "<!-- end of the generated alert kinds -->"
 _KIND_DESCRIPTION = (
-    "what happened; one of the kinds of streamseg.track.alerts.RULE_KINDS, or of "
+    "what happened; one of the kinds of streamseg.track.rule_kinds.RULE_KINDS, or of "
     "recording's own alerts, streamseg.record.events.RECORD_EVENTS "
     "(docs/events.md, 'Alert kinds')"
 )
@@ -69,7 +69,7 @@ def kinds_table() -> str:
     """The markdown table of alert kinds: kind, the rule ``type`` that publishes it
     (``record`` for recording's own), meaning."""
     from streamseg.record.events import RECORD_EVENTS
-    from streamseg.track.alerts import RULE_KINDS
+    from streamseg.track.rule_kinds import RULE_KINDS
 
     rows = ["| `kind` | published by rule `type` | when |", "| --- | --- | --- |"]
     for rule in RULE_KINDS.values():

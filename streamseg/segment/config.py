@@ -8,9 +8,17 @@ common; both extend it, so the arch check and its message have one owner.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from streamseg.configbase.base import StrictModel
 from streamseg.configbase.choices import check_choice, literal_of
@@ -20,9 +28,11 @@ from streamseg.models import (
     PRECISIONS,
     TASKS,
     arch_family,
+    archs_of,
     class_options,
     task_problem,
 )
+from streamseg.registry import load
 from streamseg.segment.backends import BACKENDS
 from streamseg.streams import control_stream
 
@@ -34,12 +44,15 @@ __all__ = [
     "ArchName",
     "BackendName",
     "ModelConfig",
+    "ModelConfigBase",
     "ModelSource",
     "PrecisionName",
     "TaskName",
     "arch_family",
     "class_options",
 ]
+
+log = logging.getLogger("streamseg.config")
 
 # The field types are the registries' names (a JSON-schema enum each).
 if TYPE_CHECKING:
@@ -48,7 +61,7 @@ if TYPE_CHECKING:
     BackendName = str
     TaskName = str
 else:
-    ArchName = literal_of(ARCHITECTURES)
+    ArchName = literal_of(ARCHITECTURES.close("streamseg.segment.config"))
     PrecisionName = literal_of(PRECISIONS)
     BackendName = literal_of(BACKENDS)
     TaskName = literal_of(TASKS)
@@ -88,7 +101,7 @@ class ModelSource(StrictModel):
         return str(cached_file(entry)) if entry is not None else self.weights
 
 
-class ModelConfig(ModelSource):
+class ModelConfigBase(ModelSource):
     """pipeline.yaml's ``model:``: the segmentation model and how it is run.
 
     ``weights`` is a checkpoint path, relative to the pipeline.yaml's folder,
@@ -137,7 +150,6 @@ class ModelConfig(ModelSource):
     class_names: list[str] | None = None
     score_threshold: float | None = Field(default=None, ge=0, le=1)
     nms_threshold: float | None = Field(default=None, gt=0, le=1)
-    rpn_nms_threshold: float | None = Field(default=None, gt=0, le=1)
     detections_per_image: int | None = Field(default=None, ge=1, le=10_000)
     min_size: int | None = Field(default=None, ge=16, le=4096)
     max_size: int | None = Field(default=None, ge=16, le=8192)
@@ -192,8 +204,44 @@ class ModelConfig(ModelSource):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _family_options_moved(cls, data: Any) -> Any:
+        """A family's option in the shared section moves into the family's (deprecated)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for family, options in _family_models().items():
+            for key in [k for k in data if k in options.model_fields and k not in cls.model_fields]:
+                section = dict(data.get(family) or {})
+                if key in section:
+                    raise ValueError(
+                        f"{key} is set twice, in model: and in model.{family}:; "
+                        f"keep only model.{family}.{key}"
+                    )
+                section[key] = data.pop(key)
+                data[family] = section
+                log.warning(
+                    "model.%s is deprecated: it is a %s-only option, written as model.%s.%s "
+                    "(docs/configuration.md); it is read from there",
+                    key, family, family, key,
+                )  # fmt: skip
+        return data
+
+    def family_options(self) -> dict[str, Any]:
+        """The set options of this arch's family's own section (``build_model`` options)."""
+        section = getattr(self, arch_family(self.arch), None)
+        return {} if section is None else dict(section.model_dump(exclude_none=True))
+
     @model_validator(mode="after")
-    def _consistent(self) -> ModelConfig:
+    def _consistent(self) -> ModelConfigBase:
+        family = arch_family(self.arch)
+        for other in _family_models():
+            if other != family and getattr(self, other, None) is not None:
+                raise ValueError(
+                    f"model.{other}: holds options of {other} architectures "
+                    f"({', '.join(archs_of(other))}), but arch {self.arch} is {family}"
+                )
         if self.class_names is not None:
             if self.class_names[:1] != ["__background__"]:
                 raise ValueError("class_names[0] must be '__background__' (label 0)")
@@ -231,7 +279,6 @@ class ModelConfig(ModelSource):
         for name in (
             "score_threshold",
             "nms_threshold",
-            "rpn_nms_threshold",
             "detections_per_image",
             "min_size",
             "max_size",
@@ -244,6 +291,7 @@ class ModelConfig(ModelSource):
         names = entry.class_names() if entry is not None and not classes else None
         opts.update(classes or (class_options(self.arch, names) if names else {}))
         opts.update(self._task_options(entry))
+        opts.update(self.family_options())
         if BACKENDS[self.backend].needs_package:
             opts["aot_package"] = self.aot_package
         return opts
@@ -261,3 +309,26 @@ class ModelConfig(ModelSource):
         if stuff is not None:
             out["stuff_classes"] = tuple(stuff)
         return out
+
+
+def _family_models() -> dict[str, type[StrictModel]]:
+    """``{family: model of its section}`` of the families whose row names one."""
+    families = FAMILIES.close("streamseg.segment.config")
+    return {name: load(f.options) for name, f in families.items() if f.options is not None}
+
+
+def _family_fields() -> dict[str, Any]:
+    return {
+        name: (model | None, Field(default=None, description=f"options only {name} takes"))
+        for name, model in _family_models().items()
+    }
+
+
+# pipeline.yaml's ``model:``: the shared fields plus one section per family that has one.
+if TYPE_CHECKING:
+    ModelConfig = ModelConfigBase
+else:
+    ModelConfig = create_model(
+        "ModelConfig", __base__=ModelConfigBase, __module__=__name__, **_family_fields()
+    )
+    ModelConfig.__doc__ = ModelConfigBase.__doc__

@@ -24,20 +24,16 @@ Rules are per camera. Each camera names its zones (polygons) and lines
 panoptic model (``model.task``). docs/tracking.md explains every field and
 the events each rule emits.
 
-:data:`RULE_KINDS` is the one list of rule kinds: each row holds the config
-model of a ``rules:`` entry and, side by side, the ``"module:Class"`` of the
-rule in :mod:`streamseg.track.rules` that runs it (imported when a camera's
-rules are built). ``RuleConfig`` (the ``type``-tagged union) is built from
-it. Adding a rule kind: its config model (``streamseg/track/rule_config.py``),
-its rule class (one file under ``streamseg/track/rules/``) and one row here.
+:data:`RULE_KINDS` (``streamseg.track.rule_kinds``) is the one list of rule
+kinds; ``RuleConfig`` (the ``type``-tagged union of its config models) and
+``ALERT_KINDS`` are built from it when this module is imported, which
+closes the table to rows registered later (a plug-in registers before).
 Geometry is in frame pixels (x right, y down) or normalised to the frame
 (``[0, 1]`` on both axes); times are seconds of capture time.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Union
 
@@ -57,11 +53,11 @@ from streamseg.track.rule_config import (
     ZoneConfig,
     ZoneRule,
 )
+from streamseg.track.rule_kinds import RULE_KINDS
 
 __all__ = [
     "ALERT_KINDS",
     "ANCHORS",
-    "RULE_KINDS",
     "AlertsConfig",
     "CameraAlerts",
     "CoverageRule",
@@ -71,114 +67,16 @@ __all__ = [
     "LineRule",
     "RegionRule",
     "RuleConfig",
-    "RuleKind",
     "ZoneConfig",
     "ZoneRule",
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class RuleKind:
-    """One rule kind: its config model, the ``"module:Class"`` of the rule that runs it
-    and what each alert ``kind`` it publishes means.
-
-    The rule class has ``from_config(rule, context)`` (see
-    :class:`streamseg.track.rules.engine.RuleContext`). ``events`` maps each
-    alert kind to one line for the docs; its keys must be the kinds the
-    config model's ``events`` field allows (a rule without one publishes a
-    single kind named after its ``type``).
-    """
-
-    config: type[RuleFields]
-    engine: str
-    events: Mapping[str, str]
-
-    def __post_init__(self) -> None:
-        if tuple(self.events) != self.kinds:
-            raise TypeError(
-                f"rule kind {self.type!r}: events {tuple(self.events)} must be its kinds "
-                f"{self.kinds}, in that order"
-            )
-
-    @property
-    def type(self) -> str:
-        """The ``type:`` value that selects this kind (the config model's ``type`` literal)."""
-        (value,) = typing.get_args(self.config.model_fields["type"].annotation)
-        return str(value)
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The alert kinds this rule publishes (the ``events:`` choices, else its type)."""
-        field = self.config.model_fields.get("events")
-        if field is None:
-            return (self.type,)
-        (literal,) = typing.get_args(field.annotation)  # list[Literal[...]]
-        return tuple(str(k) for k in typing.get_args(literal))
-
-
-def _by_type(*kinds: RuleKind) -> dict[str, RuleKind]:
-    return {kind.type: kind for kind in kinds}
-
-
-_ENGINE = "streamseg.track.rules"
-
-RULE_KINDS: dict[str, RuleKind] = _by_type(
-    RuleKind(
-        ZoneRule,
-        f"{_ENGINE}.zones:ZoneRule",
-        {
-            "enter": "a track went into the zone (`extra.initial` when first seen inside)",
-            "exit": "a track left the zone (`extra.reason`: `lost` when its track was dropped)",
-        },
-    ),
-    RuleKind(
-        LineRule,
-        f"{_ENGINE}.lines:LineRule",
-        {
-            "line_in": "a track crossed the line into its `in_side`; `count`: such crossings "
-            "so far",
-            "line_out": "a track crossed the line the other way; `count`: such crossings so far",
-        },
-    ),
-    RuleKind(
-        DwellRule,
-        f"{_ENGINE}.zones:DwellRule",
-        {"dwell": "a track stayed in the zone for `seconds` (`extra.dwell_seconds`)"},
-    ),
-    RuleKind(
-        CrowdingRule,
-        f"{_ENGINE}.zones:CrowdingRule",
-        {
-            "crowding": "more than `max_occupancy` tracks in the zone; `count`: the occupancy",
-            "crowding_end": "the occupancy fell to `clear_occupancy` or below; `count`: the "
-            "occupancy, `extra.seconds`: how long it was crowded",
-        },
-    ),
-    RuleKind(
-        RegionRule,
-        f"{_ENGINE}.regions:RegionRule",
-        {
-            "on_region": "a track's surroundings were `extra.region` (at least `min_fraction` "
-            "of a ring around its mask, `extra.fraction`) for `seconds`",
-            "off_region": "a track that was on the region left it (`extra.reason`: `lost` "
-            "when its track was dropped); `extra.seconds`: how long it was on",
-        },
-    ),
-    RuleKind(
-        CoverageRule,
-        f"{_ENGINE}.regions:CoverageRule",
-        {
-            "coverage": "`extra.region` covered more (`above`) or less (`below`) than the "
-            "share of the zone for `seconds`; `extra.fraction`: the share",
-            "coverage_end": "the share came back past the bound; `extra.seconds`: how long "
-            "it lasted",
-        },
-    ),
-)
-
 # Every alert ``kind`` a message can carry, in the registry's order: the one list
 # the JSON Schema's ``kind`` enum and docs/events.md's table are generated from.
-ALERT_KINDS: tuple[str, ...] = tuple(k for rule in RULE_KINDS.values() for k in rule.kinds)
+ALERT_KINDS: tuple[str, ...] = tuple(
+    k for rule in RULE_KINDS.close("streamseg.track.alerts").values() for k in rule.kinds
+)
 
 if TYPE_CHECKING:
     RuleConfig = RuleFields

@@ -26,6 +26,7 @@ import torch
 from streamseg.streams import RecordingError
 from streamseg.track.alerts import AlertsConfig
 from streamseg.track.config import TrackingConfig
+from streamseg.track.rule_kinds import kind_of
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Event, Frame, FrameResult, Instances, Regions
 
@@ -134,17 +135,16 @@ def _regions(items: list[dict[str, Any]] | None, size: tuple[int, int]) -> Regio
 
 
 def needs_masks(tracking: TrackingConfig, alerts: AlertsConfig) -> bool:
-    """Whether any setting uses masks (mask IoU, mask-share zones, region rules, masks in
+    """Whether any setting uses masks: mask IoU, a rule kind that reads them (its row's
+    ``masks``: region, coverage) or a rule entry that does (mask-share zones, masks in
     events)."""
     if tracking.enabled and tracking.match == "mask_iou":
         return True
-    for cam in alerts.cameras.values():
-        for rule in cam.rules:
-            if rule.include_mask or getattr(rule, "mask_fraction", None) is not None:
-                return True
-            if getattr(rule, "type", None) in ("region", "coverage"):
-                return True
-    return False
+    return any(
+        kind_of(rule).masks or rule.uses_masks()
+        for cam in alerts.cameras.values()
+        for rule in cam.rules
+    )
 
 
 # -- replaying ----------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def _missing_classes(alerts: AlertsConfig, names: list[str]) -> list[str]:
     missing: list[str] = []
     for cid, cam in alerts.cameras.items():
         for rule in cam.rules:
-            region = getattr(rule, "region", None)
+            region = rule.region_class()
             for c in [*rule.classes, *([region] if region else [])]:
                 if c not in known and c not in missing:
                     log.warning(

@@ -1,7 +1,7 @@
 """The config models of zones, lines and each rule kind of the ``alerts:`` section.
 
-:mod:`streamseg.track.alerts` pairs each rule model with the rule class that
-runs it (``RULE_KINDS``) and holds the per-camera section
+:mod:`streamseg.track.rule_kinds` pairs each rule model with the rule class that
+runs it (``RULE_KINDS``); :mod:`streamseg.track.alerts` holds the per-camera section
 (``CameraAlerts``) that names zones and lines and lists rules. Geometry is
 in frame pixels (x right, y down) or normalised to the frame (``[0, 1]``
 on both axes); times are seconds of capture time.
@@ -112,6 +112,20 @@ class RuleFields(StrictModel):
         default=0.0, ge=0, description="seconds before the same track re-triggers the same event"
     )
     include_mask: bool = Field(default=True, description="attach the COCO RLE mask to events")
+
+    def uses_masks(self) -> bool:
+        """Whether this entry reads the tracks' masks: its events carry them
+        (``include_mask``), or its zone test measures by mask share
+        (``mask_fraction``). A kind that always reads them says so in its row
+        (``RuleKind.masks``)."""
+        return self.include_mask or (
+            isinstance(self, Membership) and self.mask_fraction is not None
+        )
+
+    def region_class(self) -> str | None:
+        """The class this entry names in ``region`` (checked against the model's classes,
+        like ``classes``); ``None`` for kinds without one."""
+        return None
 
 
 class Membership(StrictModel):
@@ -224,6 +238,9 @@ class RegionRule(RuleFields):
     )
     events: list[RegionKind] = Field(default_factory=lambda: list(_REGION_KINDS))
 
+    def region_class(self) -> str:
+        return self.region
+
 
 class CoverageRule(RuleFields):
     """``coverage`` when ``region`` (a class) covers more (``above``) or less
@@ -243,6 +260,9 @@ class CoverageRule(RuleFields):
         default=0.01, ge=0, lt=1, description="hysteresis on the share when it ends"
     )
     events: list[CoverageKind] = Field(default_factory=lambda: list(_COVERAGE_KINDS))
+
+    def region_class(self) -> str:
+        return self.region
 
     @model_validator(mode="after")
     def _one_bound(self) -> CoverageRule:

@@ -190,11 +190,7 @@ class TrackingStage:
         if cam is None or cam.rules is None:
             return {}
         out: dict[str, object] = {zone: occ for _rule, zone, occ in cam.rules.occupancy()}
-        for rule in cam.rules.rules:
-            counts = getattr(rule, "counts", None)
-            line = getattr(rule, "line", None)
-            if isinstance(counts, dict) and isinstance(line, str):
-                out[line] = (counts.get("line_in", 0), counts.get("line_out", 0))
+        out.update(cam.rules.line_counts())
         return out
 
     def tracks(self, camera_id: str) -> list[Track]:

@@ -46,8 +46,10 @@ class TrainModelConfig(ModelSource):
             ``None`` trains from scratch.
         class_names: the classes to learn, without ``__background__``;
             default: the categories of the training datasets, in order.
-        roi_samples_per_image: RoI heads' samples per image (Mask R-CNN) or
-            sampled mask points (Mask2Former); fewer use less memory.
+        roi_samples_per_image: what the family samples per image for its
+            losses, the build option its row names
+            (``Family.roi_samples_option``): RoI heads' samples (Mask R-CNN)
+            or mask points (Mask2Former); fewer use less memory.
         freeze_backbone_stages: 0 trains the whole backbone; 1 freezes the
             stem; ``n`` freezes the stem and the first ``n - 1`` stages.
         options: further ``build_model`` keyword options (``min_size``,

@@ -8,7 +8,8 @@ from typing import Any
 
 from torch import nn
 
-from streamseg.models import InputSpec, arch_family, class_options
+from streamseg.models import FAMILIES, InputSpec, arch_family, class_options
+from streamseg.registry import load
 from streamseg.train.config import TrainConfig, TrainModelConfig
 from streamseg.train.freeze import freeze_backbone_stages
 
@@ -21,9 +22,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("streamseg.train")
-
-# The build_model option each family calls "RoI samples per image".
-_ROI_OPTION = {"maskrcnn": "box_batch_size_per_image", "mask2former": "num_points"}
 
 
 def input_spec(model: nn.Module) -> InputSpec:
@@ -50,8 +48,9 @@ def build_train_model(
     if cfg.weights:
         options = {**weights_options(cfg.arch, cfg.weights), **options}
     options.update(class_options(cfg.arch, class_names))
-    if cfg.roi_samples_per_image is not None:
-        options[_ROI_OPTION[arch_family(cfg.arch)]] = cfg.roi_samples_per_image
+    roi_option = FAMILIES[arch_family(cfg.arch)].roi_samples_option
+    if cfg.roi_samples_per_image is not None and roi_option is not None:
+        options[roi_option] = cfg.roi_samples_per_image
     model = build_model(cfg.arch, **options)
     style = getattr(model, "style", None)
     if style is not None:
@@ -74,19 +73,17 @@ def build_train_model(
 
 
 def weights_options(arch: str, weights: str) -> dict[str, Any]:
-    """``build_model`` options that the starting weights fix (Mask R-CNN's ``style``).
+    """``build_model`` options that the starting weights fix, as the arch's family says
+    (``Family.weights_options``; Mask R-CNN's ``style``).
 
     A fine-tune must have the structure its weights were trained with: a
     detectron2 ``.pkl`` (or a checkpoint fine-tuned from one) gives a
     detectron2-style model. Options in the config take precedence, and a
     contradiction is reported when the weights are loaded.
     """
-    if arch_family(arch) != "maskrcnn":
-        return {}
-    from streamseg.models.maskrcnn.weights import weights_style
-
-    style = weights_style(weights)
-    return {"style": style} if style else {}
+    hook = FAMILIES[arch_family(arch)].weights_options
+    fixed: dict[str, Any] = {} if hook is None else load(hook)(weights)
+    return fixed
 
 
 def model_meta(

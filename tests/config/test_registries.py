@@ -23,7 +23,8 @@ from streamseg.models import ARCHITECTURES, FAMILIES, PRECISIONS, archs_of
 from streamseg.registry import load
 from streamseg.segment.backends import BACKENDS
 from streamseg.segment.config import ModelConfig
-from streamseg.track.alerts import RULE_KINDS, CameraAlerts
+from streamseg.track.alerts import CameraAlerts
+from streamseg.track.rule_kinds import RULE_KINDS
 from streamseg.track.rules.base import RuleBase
 from streamseg.train.config import SolverConfig
 

@@ -90,6 +90,13 @@ def recorded_style(meta: Mapping[str, Any]) -> str | None:
     return str(options.get("style") or "torchvision")
 
 
+def weights_options(path: str | Path) -> dict[str, str]:
+    """The ``build_model`` options weights at ``path`` fix: ``style`` when they say
+    one (the family's ``Family.weights_options``, for a fine-tune's start)."""
+    style = weights_style(path)
+    return {"style": style} if style else {}
+
+
 def weights_style(path: str | Path) -> str | None:
     """The style weights at ``path`` fix, without converting them.
 

@@ -217,12 +217,18 @@ class RuleBase:
 
     @classmethod
     def from_config(cls, rule: Any, context: RuleContext) -> RuleBase:
-        """The rule for its config entry ``rule`` (see ``config.alerts.RULE_KINDS``)."""
+        """The rule for its config entry ``rule`` (its row: ``track.rule_kinds.RULE_KINDS``)."""
         raise NotImplementedError
 
     def update(self, view: TrackView) -> list[Event]:
         raise NotImplementedError
 
-    def occupancy(self) -> int | None:
-        """Tracks inside the rule's zone now (``None`` for rules without a zone)."""
+    def occupancy(self) -> tuple[str, int] | None:
+        """``(zone, tracks inside it now)`` for a rule that keeps a zone's occupancy
+        (``None`` for the others)."""
+        return None
+
+    def crossings(self) -> tuple[str, int, int] | None:
+        """``(line, in, out)``: the crossings counted so far, for a rule whose kind's row
+        says it counts them (``RuleKind.counts``); ``None`` for the others."""
         return None

@@ -7,10 +7,11 @@ pipeline.yaml field and the fix:
 * ``classes`` (every rule but ``coverage``) must be classes of the model,
   and, when the model gives class regions, thing classes: a region (stuff)
   class never becomes a track, so a rule filtering on one never fires;
-* ``region`` (``region``, ``coverage``) must be a class of the model; a
-  ``region`` rule's must be a region (stuff) class of a model that gives
-  regions, as its measure is the region around a track's mask (a
-  ``coverage`` rule may name a thing class: its tracks' masks cover the zone).
+* ``region`` (``region``, ``coverage``) must be a class of the model; that
+  of a kind whose row says ``regions`` (``region``) must be a region (stuff)
+  class of a model that gives regions, as its measure is the region around
+  a track's mask (a ``coverage`` rule may name a thing class: its tracks'
+  masks cover the zone).
 
 ``region_classes``: the classes the model gives as regions (a semantic
 model's every class, a panoptic model's stuff classes, none for an instance
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from streamseg.configbase.errors import ConfigIssue, loc_of
 from streamseg.errors import StartupError
 from streamseg.track import alerts as cfg
+from streamseg.track.rule_kinds import kind_of
 from streamseg.track.rules.base import class_ids
 
 __all__ = ["RuleError", "camera_rule_problems", "rule_issues", "rule_problems"]
@@ -102,7 +104,7 @@ def _problems(
                     fix=f"name thing classes: {', '.join(things) or '(this model has none)'}",
                 )
             )
-    region = getattr(rule, "region", None)
+    region = rule.region_class()
     if region is None:
         return out
     if region not in known:
@@ -113,7 +115,7 @@ def _problems(
                 field=f"{where}.region",
             )
         )
-    elif getattr(rule, "type", None) == "region" and regions and region not in regions:
+    elif kind_of(rule).regions and regions and region not in regions:
         out.append(
             RuleError(
                 f"rule {rule.name!r}: {region!r} is a thing class of this model, not a region; "

@@ -1,7 +1,7 @@
 """One camera's alert rules, built from its ``alerts.cameras.<id>`` section.
 
 Which class runs a rule comes from the rule-kind registry
-(:data:`streamseg.track.alerts.RULE_KINDS`); each class builds itself from
+(:data:`streamseg.track.rule_kinds.RULE_KINDS`); each class builds itself from
 its config entry with ``from_config(rule, context)``, where the
 :class:`RuleContext` hands it the shared arguments and the camera's geometry
 in pixels.
@@ -19,6 +19,7 @@ import numpy as np
 from streamseg.geometry import Polygon, Segment, Shapes
 from streamseg.registry import load
 from streamseg.track import alerts as cfg
+from streamseg.track.rule_kinds import kind_of
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.checks import RuleError, camera_rule_problems, rule_problems
 from streamseg.track.rules.membership import Membership
@@ -125,9 +126,20 @@ class CameraRules:
         """``(rule, zone, tracks inside)`` of every zone rule."""
         out = []
         for rule in self.rules:
-            occ = rule.occupancy()
-            if occ is not None:
-                out.append((rule.name, str(getattr(rule, "zone", "")), occ))
+            told = rule.occupancy()
+            if told is not None:
+                out.append((rule.name, *told))
+        return out
+
+    def line_counts(self) -> dict[str, tuple[int, int]]:
+        """``{line: (in, out)}`` of the rules whose kind counts crossings (``RuleKind.counts``)."""
+        counting = {r.name for r in self.config.rules if kind_of(r).counts}
+        out = {}
+        for rule in self.rules:
+            told = rule.crossings() if rule.name in counting else None
+            if told is not None:
+                line, n_in, n_out = told
+                out[line] = (n_in, n_out)
         return out
 
     # -- building --------------------------------------------------------------
@@ -271,9 +283,5 @@ class RuleContext:
 
 def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:
     """The class that runs ``rule`` (its ``type``'s row of the rule-kind registry)."""
-    kind = cfg.RULE_KINDS.get(str(getattr(rule, "type", "")))
-    if kind is None or not isinstance(rule, kind.config):
-        known = ", ".join(cfg.RULE_KINDS)
-        raise ValueError(f"rule {rule.name!r}: unknown rule type; known: {known}")
-    cls: type[RuleBase] = load(kind.engine)
+    cls: type[RuleBase] = load(kind_of(rule).engine)
     return cls

@@ -87,6 +87,10 @@ class LineRule(RuleBase):
             **context.common,
         )
 
+    def crossings(self) -> tuple[str, int, int]:
+        """``(line, in, out)``: crossings into ``in_side`` and back, counted so far."""
+        return self.line, self.counts["line_in"], self.counts["line_out"]
+
     def update(self, view: TrackView) -> list[Event]:
         if len(view.removed_ids):
             self.state.drop(view.removed_ids)

@@ -127,8 +127,8 @@ class _ZoneTracking(RuleBase):
         self.forget(view.removed_ids)
         return out
 
-    def occupancy(self) -> int:
-        return self.inside.count(IN)
+    def occupancy(self) -> tuple[str, int]:
+        return self.zone, self.inside.count(IN)
 
 
 class ZoneRule(_ZoneTracking):
@@ -184,7 +184,7 @@ class ZoneRule(_ZoneTracking):
                 gone = {
                     "reason": "lost",
                     "seconds_inside": round(now - since, 3),
-                    "occupancy": self.occupancy(),
+                    "occupancy": self.occupancy()[1],
                 }
                 events.append(self.removed_event("exit", view, r, zone=self.zone, extra=gone))
         return events
@@ -291,7 +291,7 @@ class CrowdingRule(_ZoneTracking):
         self._advance(view)
         self._drop_removed(view)
         now = view.frame.time
-        occ = self.occupancy()
+        _, occ = self.occupancy()
         if self.crowded_since is not None:
             if occ > self.clear_at:
                 return []
