@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Annotated, Union
 from pydantic import Field, model_validator
 
 from streamseg.configbase.base import StrictModel
-from streamseg.geometry import ANCHORS, Coordinates, Point, Shapes, to_pixels
+from streamseg.geometry import Coordinates, Point, Shapes, to_pixels
 from streamseg.track.rule_config import (
     CoverageRule,
     CrowdingRule,
@@ -60,20 +60,11 @@ from streamseg.track.rule_config import (
 
 __all__ = [
     "ALERT_KINDS",
-    "ANCHORS",
     "RULE_KINDS",
     "AlertsConfig",
     "CameraAlerts",
-    "CoverageRule",
-    "CrowdingRule",
-    "DwellRule",
-    "LineConfig",
-    "LineRule",
-    "RegionRule",
     "RuleConfig",
     "RuleKind",
-    "ZoneConfig",
-    "ZoneRule",
 ]
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from streamseg.record.events import RECORD_EVENTS
 from streamseg.schemas import contract
-from streamseg.track.alerts import ALERT_KINDS, RULE_KINDS, RuleKind, ZoneRule
+from streamseg.track.alerts import ALERT_KINDS, RULE_KINDS, RuleKind
+from streamseg.track.rule_config import ZoneRule
 from tests.support.serve import REPO
 
 DOCS = REPO / "docs" / "events.md"
