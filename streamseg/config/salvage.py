@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from streamseg.config.paths import resolve_camera_path, resolve_model_paths
 from streamseg.config.runtime import RuntimeConfig
 from streamseg.configbase.errors import ConfigIssue, Loc
 from streamseg.configbase.yaml_tree import read_yaml, to_plain
@@ -144,8 +145,6 @@ class ValidParts:
 
 def valid_parts(path: str | Path, *, environ: Mapping[str, str] | None = None) -> ValidParts:
     """Each section of the file at ``path`` validated alone (``ConfigError`` if unreadable)."""
-    from streamseg.config.loader import resolve_camera_path, resolve_model_paths
-
     path = Path(path)
     data = to_plain(read_yaml(path, what="a pipeline.yaml"), environ or os.environ, (), [])
     data = data if isinstance(data, Mapping) else {}

@@ -9,13 +9,14 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from streamseg.track.rules.membership import positions
 from streamseg.track.view import TrackView
 from streamseg.types import Event, MaskCrops
 
 if TYPE_CHECKING:
-    from streamseg.track.rules.engine import RuleContext
+    from streamseg.track.rules.context import RuleContext
 
-__all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle", "positions"]
+__all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle"]
 
 I64 = NDArray[np.int64]
 
@@ -23,24 +24,6 @@ I64 = NDArray[np.int64]
 # only ~1e-7 s: "0.5 s later" computed as a difference may come out a hair
 # short. Durations compared with thresholds get this much slack.
 TIME_EPS = 1e-6
-
-
-_RANGE: I64 = np.zeros(0, np.int64)
-
-
-def positions(n: int) -> I64:
-    """``np.arange(n)`` as a read-only view of one kept array.
-
-    ``np.arange`` gives up the GIL to fill its array, even for a handful of
-    values, and in ``serve`` another thread then keeps it for a whole
-    switch interval; the kept array grows (by doubling) only when a frame
-    has more tracks than any before.
-    """
-    global _RANGE
-    if n > len(_RANGE):
-        _RANGE = np.arange(max(n, 2 * len(_RANGE), 64), dtype=np.int64)
-        _RANGE.flags.writeable = False
-    return _RANGE[:n]
 
 
 def mask_rle(view: TrackView, i: int) -> dict[str, Any] | None:
