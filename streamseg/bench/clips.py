@@ -11,33 +11,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from streamseg.ingest.health import CameraHealth
+from streamseg.mp4 import Mp4Writer
 from streamseg.types import Frame
 
 __all__ = ["MemorySource", "decode_clip", "decode_fps_per_core", "synthetic_clip", "write_clip"]
 
 
 def write_clip(images: Sequence[torch.Tensor], path: Path, fps: float) -> Path:
-    """Encode ``uint8 (H, W, 3)`` RGB images as H.264 (yuv420p) in an MP4 file."""
-    import av
-
+    """Encode ``uint8 (H, W, 3)`` RGB images as H.264 (yuv420p) in an MP4 file (an odd
+    side is padded to even by its edge)."""
     h, w = int(images[0].shape[0]), int(images[0].shape[1])
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=round(fps))
-        stream.width, stream.height = w - w % 2, h - h % 2
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"preset": "veryfast", "tune": "zerolatency"}
+    with Mp4Writer(path, w, h, Fraction(round(fps)), options={"tune": "zerolatency"}) as out:
         for img in images:
-            rgb = img[: stream.height, : stream.width].contiguous().numpy()
-            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
+            out.write(img.numpy())
     return path
 
 

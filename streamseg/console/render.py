@@ -31,12 +31,12 @@ import numpy as np
 
 from streamseg.console.live import Trails
 from streamseg.console.overlay import OverlayInfo, draw_overlay
+from streamseg.mp4 import Mp4Writer
 from streamseg.types import Instances
 
-__all__ = ["CODECS", "ClipError", "Rendered", "render_clip"]
+__all__ = ["ClipError", "Rendered", "render_clip"]
 
 # Tried in this order: H.264 plays everywhere; MPEG-4 part 2 is in every FFmpeg build.
-CODECS = ("libx264", "mpeg4")
 
 OverlayAt = Callable[[int], tuple[Instances, Mapping[str, Any]] | None]
 
@@ -103,7 +103,7 @@ def render_clip(
         stream.thread_type = "AUTO"
         rate = Fraction(stream.average_rate or 25).limit_denominator(1001)
         total = stream.frames or None
-        writer: _Writer | None = None
+        writer: Mp4Writer | None = None
         drawn = frames = 0
         try:
             for index, image in enumerate(
@@ -120,7 +120,7 @@ def render_clip(
                     image = draw_overlay(image, instances, frame_info)
                     drawn += 1
                 if writer is None:
-                    writer = _Writer(Path(output), image.shape[1], image.shape[0], rate, crf)
+                    writer = Mp4Writer(Path(output), image.shape[1], image.shape[0], rate, crf=crf)
                 writer.write(image)
                 frames += 1
         except BaseException:
@@ -185,52 +185,3 @@ def _check_size(clip: str | Path, index: int, instances: Instances, size: tuple[
             f"{clip}: frame {index} is {w}x{h} but its detections are for {dw}x{dh} frames: "
             "render the clip the detections were made from"
         )
-
-
-class _Writer:
-    """Frames in, an MP4 out: ``libx264`` (yuv420p) or ``mpeg4``, frame ``i`` at ``i / rate``."""
-
-    def __init__(self, path: Path, width: int, height: int, rate: Fraction, crf: int) -> None:
-        import av
-
-        # yuv420p halves the chroma planes: both sides must be even.
-        self.width, self.height = width + width % 2, height + height % 2
-        self.rate = rate
-        self.container = av.open(str(path), mode="w")
-        self.codec = ""
-        self.stream: Any = None
-        for name in CODECS:
-            try:
-                self.stream = self.container.add_stream(name, rate=rate)
-            except (ValueError, av.error.FFmpegError):  # not in this FFmpeg build
-                continue
-            self.codec = name
-            break
-        else:  # pragma: no cover - every FFmpeg build has mpeg4
-            self.container.close()
-            raise RuntimeError(f"PyAV has none of the encoders {', '.join(CODECS)}")
-        self.stream.width, self.stream.height = self.width, self.height
-        self.stream.pix_fmt = "yuv420p"
-        self.stream.codec_context.time_base = 1 / rate
-        if self.codec == "libx264":
-            self.stream.options = {"crf": str(crf), "preset": "veryfast"}
-        else:
-            self.stream.options = {"qscale": "3"}
-        self._av = av
-        self._index = 0
-
-    def write(self, image: np.ndarray) -> None:
-        h, w = image.shape[:2]
-        if (h, w) != (self.height, self.width):
-            image = np.pad(image, ((0, self.height - h), (0, self.width - w), (0, 0)), mode="edge")
-        frame = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-        frame.pts = self._index
-        frame.time_base = 1 / self.rate
-        self._index += 1
-        self.container.mux(self.stream.encode(frame))
-
-    def close(self) -> None:
-        try:
-            self.container.mux(self.stream.encode(None))
-        finally:
-            self.container.close()

@@ -35,9 +35,6 @@ def open_source(
     realtime: bool = False,
     loop: bool = False,
     reconnect: ReconnectPolicy | None = None,
-    initial_backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    jitter: float = 0.2,
     connect_timeout: float = 5.0,
     read_timeout: float = 5.0,
     device: str = "cpu",
@@ -58,8 +55,8 @@ def open_source(
             and paced synthetic sources are; files are live only when paced).
         realtime: files: emit at the clip's frame rate (also ``?pace=1``).
         loop: files: start again at the end (also ``?loop=1``).
-        reconnect: the backoff policy; by default built from
-            ``initial_backoff``, ``max_backoff`` (seconds) and ``jitter``.
+        reconnect: the backoff policy (``ReconnectPolicy()`` by default; a
+            camera's ``reconnect:`` section gives its own with ``policy()``).
         connect_timeout: seconds to connect and probe the stream.
         read_timeout: seconds without a packet before a live stream is stalled.
         device: where the ``dali`` decoder leaves frames (``cpu``, ``cuda:N``).
@@ -81,12 +78,7 @@ def open_source(
         raise SourceError(f"camera {camera_id!r}: max_fps must be > 0, got {max_fps}")
     if connect_timeout <= 0 or read_timeout <= 0:
         raise SourceError(f"camera {camera_id!r}: connect_timeout and read_timeout must be > 0")
-    try:
-        policy = reconnect or ReconnectPolicy(
-            initial=initial_backoff, max_delay=max_backoff, jitter=min(jitter, 0.99)
-        )
-    except ValueError as exc:
-        raise SourceError(f"camera {camera_id!r}: {exc}") from None
+    policy = reconnect or ReconnectPolicy()
     spec.check_exists(camera_id)
     tracker = HealthTracker(camera_id, secrets=_secrets(url), on_state=on_state)
     if spec.kind == "synthetic":

@@ -148,40 +148,36 @@ class RuleBase:
         extra: Mapping[str, Any] | None = None,
     ) -> Event:
         """An event of this rule about the ``i``-th track of ``view`` (``None``: no track)."""
-        f = view.frame
         fields: dict[str, Any] = {}
         if i is not None:
-            label = int(view.labels[i])
-            box = view.boxes[i]
-            fields = {
-                "track_id": int(view.ids[i]),
-                "label": label,
-                "label_name": self.label_name(label),
-                "box": (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-                "score": round(float(view.det_scores[i]), 5),
-                "mask_rle": mask_rle(view, i) if self.include_mask else None,
-            }
-        return Event(
-            rule=self.name,
-            kind=kind,
-            camera_id=self.camera_id,
-            time=f.time,
-            frame_seq=f.frame_seq,
-            pts=f.pts,
-            zone=zone,
-            line=line,
-            count=count,
-            extra=dict(extra or {}),
-            **fields,
+            fields = self._track_fields(int(view.ids[i]), int(view.labels[i]), view.boxes[i])
+            fields["score"] = round(float(view.det_scores[i]), 5)
+            fields["mask_rle"] = mask_rle(view, i) if self.include_mask else None
+        return self._event(
+            kind, view, zone=zone, line=line, count=count, extra=dict(extra or {}), **fields
         )
 
     def removed_event(
         self, kind: str, view: TrackView, r: int, *, zone: str | None, extra: Mapping[str, Any]
     ) -> Event:
         """An event about the ``r``-th removed track of ``view`` (no mask, last known box)."""
+        fields = self._track_fields(
+            int(view.removed_ids[r]), int(view.removed_labels[r]), view.removed_boxes[r]
+        )
+        score = round(float(view.removed_scores[r]), 5)
+        return self._event(kind, view, zone=zone, score=score, extra=dict(extra), **fields)
+
+    def _track_fields(self, track_id: int, label: int, box: Any) -> dict[str, Any]:
+        return {
+            "track_id": track_id,
+            "label": label,
+            "label_name": self.label_name(label),
+            "box": (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+        }
+
+    def _event(self, kind: str, view: TrackView, **fields: Any) -> Event:
+        """This rule's ``kind`` event at ``view``'s frame, with ``fields``."""
         f = view.frame
-        label = int(view.removed_labels[r])
-        box = view.removed_boxes[r]
         return Event(
             rule=self.name,
             kind=kind,
@@ -189,13 +185,7 @@ class RuleBase:
             time=f.time,
             frame_seq=f.frame_seq,
             pts=f.pts,
-            track_id=int(view.removed_ids[r]),
-            label=label,
-            label_name=self.label_name(label),
-            zone=zone,
-            box=(float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-            score=round(float(view.removed_scores[r]), 5),
-            extra=dict(extra),
+            **fields,
         )
 
     @classmethod
