@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from streamseg.ingest.health import CameraHealth
-from streamseg.mp4 import Mp4Writer
 from streamseg.types import Frame
+from streamseg.video import Mp4Writer, VideoReader
 
 __all__ = ["MemorySource", "decode_clip", "decode_fps_per_core", "synthetic_clip", "write_clip"]
 
@@ -50,16 +50,10 @@ def decode_fps_per_core(path: str | Path, limit: int | None = None) -> dict[str,
     seconds and cores agree; the conversion to RGB is counted, as the
     camera sources do it too.
     """
-    import av
-
     frames = 0
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.codec_context.thread_count = 1
-        stream.thread_type = "NONE"
+    with VideoReader(path, threads=1) as video:
         cpu0, t0 = time.process_time(), time.perf_counter()
-        for frame in container.decode(stream):
-            frame.to_ndarray(format="rgb24")
+        for _ in video:
             frames += 1
             if limit is not None and frames >= limit:
                 break
@@ -108,12 +102,10 @@ class MemorySource:
 
 def decode_clip(path: str | Path, limit: int | None = None) -> list[torch.Tensor]:
     """Every frame of a video file as ``uint8 (H, W, 3)`` RGB tensors."""
-    import av
-
     out: list[torch.Tensor] = []
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            out.append(torch.from_numpy(frame.to_ndarray(format="rgb24")))
+    with VideoReader(path) as video:
+        for _time, image in video:
+            out.append(torch.from_numpy(image))
             if limit is not None and len(out) >= limit:
                 break
     return out

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ import numpy as np
 
 from streamseg.console.live import Trails
 from streamseg.console.overlay import OverlayInfo, draw_overlay
-from streamseg.mp4 import Mp4Writer
 from streamseg.types import Instances
+from streamseg.video import Mp4Writer, VideoReader
 
 __all__ = ["ClipError", "Rendered", "render_clip"]
 
@@ -98,17 +97,12 @@ def render_clip(
     """
     t0 = time.monotonic()
     trails = Trails(trail_length)
-    with _open_clip(clip) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        rate = Fraction(stream.average_rate or 25).limit_denominator(1001)
-        total = stream.frames or None
+    with _open_clip(clip) as video:
+        rate, total = video.rate, video.frames
         writer: Mp4Writer | None = None
         drawn = frames = 0
         try:
-            for index, image in enumerate(
-                _progress(_decode(container, stream, clip), total, progress)
-            ):
+            for index, image in enumerate(_progress(_decode(video, clip), total, progress)):
                 found = overlay_at(index)
                 if found is not None:
                     instances, counts = found
@@ -144,26 +138,24 @@ def render_clip(
     )
 
 
-def _open_clip(clip: str | Path) -> Any:
+def _open_clip(clip: str | Path) -> VideoReader:
     import av
 
     try:
-        container = av.open(str(clip))
+        return VideoReader(clip)
     except (OSError, av.error.FFmpegError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ClipError(f"{clip}: cannot open the clip: {reason}") from None
-    if not container.streams.video:
-        container.close()
-        raise ClipError(f"{clip}: the file has no video stream")
-    return container
+    except ValueError:
+        raise ClipError(f"{clip}: the file has no video stream") from None
 
 
-def _decode(container: Any, stream: Any, clip: str | Path) -> Iterator[np.ndarray]:
+def _decode(video: VideoReader, clip: str | Path) -> Iterator[np.ndarray]:
     import av
 
     try:
-        for frame in container.decode(stream):
-            yield frame.to_ndarray(format="rgb24")
+        for _time, image in video:
+            yield image
     except av.error.FFmpegError as exc:
         raise ClipError(f"{clip}: cannot decode the clip: {exc}") from None
 

@@ -69,13 +69,20 @@ R = TypeVar("R")
 
 
 @dataclass
-class _State:
+class _Attempt:
+    """One way of loading kernels (the C++ build, the Triton import): tried once a
+    process; ``error``: why it failed."""
+
     tried: bool = False
+    error: str | None = None
+
+
+@dataclass
+class _State:
     devices: frozenset[str] = frozenset()
     library: Path | None = None
-    error: str | None = None
-    gpu_tried: bool = False
-    gpu_error: str | None = None
+    cpu: _Attempt = field(default_factory=_Attempt)
+    gpu: _Attempt = field(default_factory=_Attempt)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -166,33 +173,54 @@ def _exclusive(build: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _try_load(verbose: bool) -> None:
-    """Load the C++ kernels once; record success or the reason it failed."""
+def _try_load(verbose: bool) -> str | None:
+    """Load the C++ kernels; the reason it failed, or ``None``."""
     if not (_build_dir() / "streamseg_ops_cpu.so").is_file():
         _log.info("ops: compiling the native CPU kernels (first use; a minute or so)")
     start = time.perf_counter()
     try:
         _STATE.library = _compile(verbose)
     except Exception as exc:  # any compiler/linker/loader failure means "no native"
-        _STATE.error = f"CPU build: {exc}"
-        return
+        return f"CPU build: {exc}"
     _log.info("ops: native CPU kernels ready (%.1f s)", time.perf_counter() - start)
     from streamseg.ops import _fake
 
     _fake.register()
     _STATE.devices = _STATE.devices | {"cpu"}
+    return None
 
 
-def _try_load_gpu() -> None:
-    """Import the Triton kernels once; record success or the reason it failed."""
+def _try_load_gpu() -> str | None:
+    """Import the Triton kernels; the reason it failed, or ``None``."""
     try:
         from streamseg.ops import triton as gpu_kernels
 
         gpu_kernels.load()
     except ImportError as exc:
-        _STATE.gpu_error = f"Triton kernels: {exc} (pip install triton)"
-        return
+        return f"Triton kernels: {exc} (pip install triton)"
     _STATE.devices = _STATE.devices | {"cuda"}
+    return None
+
+
+def _load_once(
+    attempt: _Attempt, load: Callable[[], str | None], warning: str, failure: str
+) -> str | None:
+    """Run ``load`` the first time a process asks; its error, if any.
+
+    In ``auto`` mode a failure is logged once (``warning``, formatted with
+    the error and the variable's name); in ``native`` mode every call raises
+    :class:`NativeOpsError` (``failure``: what could not be done).
+    """
+    current = mode()
+    with _STATE.lock:
+        if not attempt.tried:
+            attempt.tried = True
+            attempt.error = load()
+            if attempt.error is not None and current == "auto":
+                _log.warning(warning, attempt.error, ENV_VAR)
+    if attempt.error is not None and current == "native":
+        raise NativeOpsError(f"{ENV_VAR}=native but {failure}: {attempt.error}")
+    return attempt.error
 
 
 def load_gpu() -> bool:
@@ -201,25 +229,16 @@ def load_gpu() -> bool:
     Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
     cannot load; in ``auto`` mode a failure is logged once as a warning.
     """
-    current = mode()
-    if current == "reference":
+    if mode() == "reference":
         return False
-    with _STATE.lock:
-        if not _STATE.gpu_tried:
-            _STATE.gpu_tried = True
-            _try_load_gpu()
-            if _STATE.gpu_error is not None and current == "auto":
-                _log.warning(
-                    "streamseg GPU kernels unavailable, using the PyTorch reference on CUDA "
-                    "(slower). Reason: %s. Set %s=reference to silence this warning.",
-                    _STATE.gpu_error,
-                    ENV_VAR,
-                )
-    if _STATE.gpu_error is not None and current == "native":
-        raise NativeOpsError(
-            f"{ENV_VAR}=native but the GPU kernels could not load: {_STATE.gpu_error}"
-        )
-    return _STATE.gpu_error is None
+    error = _load_once(
+        _STATE.gpu,
+        _try_load_gpu,
+        "streamseg GPU kernels unavailable, using the PyTorch reference on CUDA (slower). "
+        "Reason: %s. Set %s=reference to silence this warning.",
+        "the GPU kernels could not load",
+    )
+    return error is None
 
 
 def load(verbose: bool = False) -> frozenset[str]:
@@ -228,25 +247,16 @@ def load(verbose: bool = False) -> frozenset[str]:
     Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
     cannot load. In ``auto`` mode a failure is logged once as a warning.
     """
-    current = mode()
-    if current == "reference":
+    if mode() == "reference":
         return frozenset()
-    with _STATE.lock:
-        if not _STATE.tried:
-            _STATE.tried = True
-            _try_load(verbose)
-            if _STATE.error is not None and current == "auto":
-                _log.warning(
-                    "streamseg native ops unavailable, using the PyTorch reference (slower). "
-                    "Reason: %s. Fix: install a C++ compiler (g++) and ninja (pip install "
-                    "ninja), or set %s=reference to silence this warning.",
-                    _STATE.error,
-                    ENV_VAR,
-                )
-    if _STATE.error is not None and current == "native":
-        raise NativeOpsError(
-            f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
-        )
+    _load_once(
+        _STATE.cpu,
+        lambda: _try_load(verbose),
+        "streamseg native ops unavailable, using the PyTorch reference (slower). Reason: %s. "
+        "Fix: install a C++ compiler (g++) and ninja (pip install ninja), or set %s=reference "
+        "to silence this warning.",
+        "the native ops could not be built",
+    )
     return _STATE.devices
 
 
@@ -300,7 +310,7 @@ def status() -> dict[str, object]:
         "mode": mode(),
         "devices": sorted(_STATE.devices),
         "library": str(_STATE.library) if _STATE.library else None,
-        "error": _STATE.error,
-        "gpu_error": _STATE.gpu_error,
+        "error": _STATE.cpu.error,
+        "gpu_error": _STATE.gpu.error,
         "reference_ops": reference_ops(),
     }

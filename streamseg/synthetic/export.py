@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from streamseg.mp4 import Mp4Writer
 from streamseg.ops import masks_to_rle
 from streamseg.synthetic.scene import DEFAULT_SHAPES, SyntheticScene
+from streamseg.video import Mp4Writer
 
 __all__ = ["scene_url", "write_scene"]
 
