@@ -122,9 +122,6 @@ class TrackStage:
                 self.on_events(list(events))
             except Exception as exc:
                 self.on_error("track", exc, camera)
-        if self.metrics is not None:
-            for e in events:
-                self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
         return tracked, events
 
     def _offer(self, result: FrameResult, events: Sequence[Event]) -> Sequence[Event]:
