@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from streamseg.config.http import HttpConfig
 from streamseg.config.references import camera_id_issues, class_issues
 from streamseg.config.runtime import RuntimeConfig
 from streamseg.configbase.base import StrictModel
 from streamseg.configbase.errors import ConfigIssue, Loc
-from streamseg.console.config import HttpConfig
 from streamseg.fleet.config import FleetConfig
 from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import DECODERS
