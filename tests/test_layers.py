@@ -3,8 +3,8 @@
 No stage subpackage imports ``streamseg.config`` (function-level imports
 included): a stage's section schema lives in the stage, its builder takes
 that section, and ``config`` (the whole pipeline.yaml) sits above every
-stage, beside ``runtime``, ``cli`` and ``train``, which may read it. The
-shared bottom of every section, ``streamseg.configbase``, imports nothing
+stage; ``console``, ``runtime``, ``cli`` and ``train`` sit above it and may
+read it. The shared bottom of every section, ``streamseg.configbase``, imports nothing
 of the package.
 """
 
@@ -20,7 +20,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "streamseg"
 # The stages: none may import streamseg.config.
 STAGES = (
     "client",
-    "console",
     "fleet",
     "ingest",
     "models",

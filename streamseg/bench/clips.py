@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +19,18 @@ import torch
 
 from streamseg.ingest.health import CameraHealth
 from streamseg.types import Frame
+from streamseg.video import Mp4Writer, VideoReader
 
 __all__ = ["MemorySource", "decode_clip", "decode_fps_per_core", "synthetic_clip", "write_clip"]
 
 
 def write_clip(images: Sequence[torch.Tensor], path: Path, fps: float) -> Path:
-    """Encode ``uint8 (H, W, 3)`` RGB images as H.264 (yuv420p) in an MP4 file."""
-    import av
-
+    """Encode ``uint8 (H, W, 3)`` RGB images as H.264 (yuv420p) in an MP4 file (an odd
+    side is padded to even by its edge)."""
     h, w = int(images[0].shape[0]), int(images[0].shape[1])
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=round(fps))
-        stream.width, stream.height = w - w % 2, h - h % 2
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"preset": "veryfast", "tune": "zerolatency"}
+    with Mp4Writer(path, w, h, Fraction(round(fps)), options={"tune": "zerolatency"}) as out:
         for img in images:
-            rgb = img[: stream.height, : stream.width].contiguous().numpy()
-            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
+            out.write(img.numpy())
     return path
 
 
@@ -57,16 +50,10 @@ def decode_fps_per_core(path: str | Path, limit: int | None = None) -> dict[str,
     seconds and cores agree; the conversion to RGB is counted, as the
     camera sources do it too.
     """
-    import av
-
     frames = 0
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.codec_context.thread_count = 1
-        stream.thread_type = "NONE"
+    with VideoReader(path, threads=1) as video:
         cpu0, t0 = time.process_time(), time.perf_counter()
-        for frame in container.decode(stream):
-            frame.to_ndarray(format="rgb24")
+        for _ in video:
             frames += 1
             if limit is not None and frames >= limit:
                 break
@@ -115,12 +102,10 @@ class MemorySource:
 
 def decode_clip(path: str | Path, limit: int | None = None) -> list[torch.Tensor]:
     """Every frame of a video file as ``uint8 (H, W, 3)`` RGB tensors."""
-    import av
-
     out: list[torch.Tensor] = []
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            out.append(torch.from_numpy(frame.to_ndarray(format="rgb24")))
+    with VideoReader(path) as video:
+        for _time, image in video:
+            out.append(torch.from_numpy(image))
             if limit is not None and len(out) >= limit:
                 break
     return out

@@ -47,16 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.bench.fleet import run_fleet
-    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.cli.redis_args import load_pipeline_or_exit
     from streamseg.runtime.logs import setup_logging
 
     setup_logging("INFO")
     if args.workers < 3:
         raise UsageError("--workers: at least 3")
-    try:
-        config = load_pipeline(args.pipeline)
-    except ConfigError as exc:
-        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    config = load_pipeline_or_exit(args.pipeline)
     try:
         result = run_fleet(
             Path(args.pipeline).resolve(),

@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.cli.redis_args import load_pipeline_or_exit
     from streamseg.runtime.logs import setup_logging
     from streamseg.runtime.segmenting import describe_error
 
@@ -115,10 +115,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             "--frames, --cameras and --repeat must be >= 1, --warmup and --seconds >= 0"
         )
-    try:
-        config = load_pipeline(args.pipeline)
-    except ConfigError as exc:
-        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    config = load_pipeline_or_exit(args.pipeline)
     if args.host_cpu is not None:
         config = _with_host_cpu(config, args.host_cpu)
     if args.task is not None:

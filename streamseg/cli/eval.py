@@ -104,14 +104,13 @@ def _evaluate(
 ) -> dict[str, Any]:
     """One model's eval result on ``dataset`` (its categories matched to the model's by name)."""
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.models.trained import load_trained_model
+    from streamseg.segment.loading import load_model
     from streamseg.train.evaluate import evaluate_model
 
     try:
         task = {"task": args.task} if args.task else {}
-        model, class_names = load_trained_model(
-            weights, arch=args.arch, score_threshold=args.score_threshold, **task
-        )
+        options = {"score_threshold": args.score_threshold, **task}
+        model, class_names = load_model(args.arch, weights, options)
     except CheckpointError as exc:  # what serve says of the same file
         raise UsageError(f"{option}: {exc}") from None
     except (FileNotFoundError, ValueError) as exc:

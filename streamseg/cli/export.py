@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: the package name must end in .pt2")
     if args.weights and not Path(args.weights).is_file():
         raise UsageError(f"--weights {args.weights} does not exist")
-    from streamseg.segment.config import class_options
+    from streamseg.models import class_options
 
     options: dict[str, Any] = {"score_threshold": 0.0}  # so the example batch reaches every head
     for name in ("min_size", "max_size"):

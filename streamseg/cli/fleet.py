@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli import EXIT_FAILURE, EXIT_OK
 
 __all__ = ["add_arguments", "format_status", "run"]
 
@@ -33,14 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import redis
 
-    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.cli.redis_args import load_pipeline_or_exit
     from streamseg.fleet.store import FleetStore
     from streamseg.publish.connect import redis_client
 
-    try:
-        config = load_pipeline(args.pipeline)
-    except ConfigError as exc:
-        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    config = load_pipeline_or_exit(args.pipeline)
     store = FleetStore(redis_client(config.redis), prefix=config.redis.stream_prefix)
     try:
         snapshot = store.snapshot()

@@ -90,7 +90,7 @@ def _tracking(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.models.trained import load_trained_model
+    from streamseg.segment.loading import load_model
     from streamseg.train.label import LabelOptions, label_tracking, label_videos
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -116,9 +116,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        model, class_names = load_trained_model(
-            args.weights, arch=args.arch, score_threshold=args.score_threshold
-        )
+        teacher = {"score_threshold": args.score_threshold}
+        model, class_names = load_model(args.arch, args.weights, teacher)
     except CheckpointError as exc:  # what serve says of the same file
         raise UsageError(f"--weights: {exc}") from None
     except FileNotFoundError as exc:

@@ -40,12 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _camera(pipeline: str, camera: str) -> tuple[Any, Any]:
     """The camera's config entry and the ``record:`` section of ``pipeline``."""
-    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.cli.redis_args import load_pipeline_or_exit
 
-    try:
-        cfg = load_pipeline(pipeline)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+    cfg = load_pipeline_or_exit(pipeline)
     cameras = {c.id: c for c in cfg.cameras}
     if camera not in cameras:
         known = ", ".join(sorted(cameras))

@@ -53,14 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamseg.config import ConfigError, load_pipeline
+    from streamseg.cli.redis_args import load_pipeline_or_exit
+    from streamseg.config import ConfigError
     from streamseg.config.shard import parse_shard, select_shard
     from streamseg.runtime.logs import setup_logging
 
-    try:
-        config = load_pipeline(args.pipeline)
-    except ConfigError as exc:
-        raise UsageError(f"invalid pipeline:\n{exc.format()}") from None
+    config = load_pipeline_or_exit(args.pipeline)
     secrets = [
         s.get_secret_value() for s in (config.redis.password, config.http.token) if s is not None
     ]

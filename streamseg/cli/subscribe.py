@@ -79,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
         client.ping()
     except redis.RedisError as exc:
         return redis_failure(redact_url(section.url), exc)
+    # No --camera: every camera, unless --alerts alone asks for the alerts only.
+    cameras = args.camera or ([] if args.alerts else None)
     entries = client.entries(
-        cameras=args.camera,
-        all_cameras=not args.camera and not args.alerts,
+        cameras,
         alerts=args.alerts,
         start="begin" if args.from_start else "now",
         group=args.group,

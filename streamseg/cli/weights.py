@@ -186,12 +186,12 @@ def _mismatch(entry: WeightsEntry, digest: str, size: int) -> str | None:
 def _load(path: Path, entry: WeightsEntry) -> int:
     from streamseg.models import class_options
     from streamseg.models.checkpoint import CheckpointError
-    from streamseg.models.trained import load_trained_model
+    from streamseg.segment.loading import load_model
 
     names = entry.class_names()
     options = class_options(entry.arch, names) if names is not None else {}
     try:
-        _, classes = load_trained_model(str(path), arch=entry.arch, **options)
+        _, classes = load_model(entry.arch, str(path), options)
     except CheckpointError as exc:  # what serve says of the same file
         print(f"streamseg: error: {path}: does not load as {entry.arch}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -167,12 +167,7 @@ class Client:
         streams: ``ack`` takes either kind. The other arguments are those of
         ``detections``.
         """
-        streams = [self.detections_stream(c) for c in cameras or ()]
-        if alerts:
-            streams.append(self.alerts_stream)
-        pattern = detections_pattern(self.prefix) if cameras is None else None
-        if not streams and pattern is None:
-            raise ValueError("nothing to read: give cameras, or alerts=True")
+        streams, pattern = self._sources(cameras, alerts)
         frames = self._typed(FrameDetections, "detections")
         events = self._typed(Alert, "alert")
 
@@ -189,10 +184,9 @@ class Client:
 
     def entries(
         self,
+        cameras: Sequence[str] | None = None,
         *,
-        cameras: Sequence[str] = (),
-        all_cameras: bool = False,
-        alerts: bool = False,
+        alerts: bool = True,
         start: str = "now",
         group: str | None = None,
         consumer: str | None = None,
@@ -200,13 +194,10 @@ class Client:
         limit: int | None = None,
         idle_timeout: float | None = None,
     ) -> Subscription[Entry]:
-        """The raw entries (``Entry``: stream, id, JSON bytes) of the detections streams
-        of ``cameras`` (or of ``all_cameras``) and of the alerts stream (``alerts``);
+        """The raw entries (``Entry``: stream, id, JSON bytes) of what ``messages`` reads,
+        chosen as it chooses (``cameras``: ``None`` for every camera; ``alerts``);
         the other arguments are those of ``detections``."""
-        streams = [self.detections_stream(c) for c in cameras]
-        if alerts:
-            streams.append(self.alerts_stream)
-        pattern = detections_pattern(self.prefix) if all_cameras else None
+        streams, pattern = self._sources(cameras, alerts)
 
         def raw(entry: Entry, message: dict[str, Any] | None) -> Entry:
             if self._validator is not None:
@@ -216,6 +207,18 @@ class Client:
         return self._subscribe(
             streams, pattern, raw, _Options(start, group, consumer, auto_ack, limit, idle_timeout)
         )
+
+    def _sources(self, cameras: Sequence[str] | None, alerts: bool) -> tuple[list[str], str | None]:
+        """The streams ``messages`` and ``entries`` read: the detections of ``cameras``
+        (``None``: a pattern that also finds cameras that start later) and the alerts
+        stream (``alerts``); ``ValueError`` when that is nothing."""
+        streams = [self.detections_stream(c) for c in cameras or ()]
+        if alerts:
+            streams.append(self.alerts_stream)
+        pattern = detections_pattern(self.prefix) if cameras is None else None
+        if not streams and pattern is None:
+            raise ValueError("nothing to read: give cameras, or alerts=True")
+        return streams, pattern
 
     def ping(self) -> None:
         """Check that Redis answers (``redis.RedisError`` when it does not)."""

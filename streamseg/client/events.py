@@ -228,11 +228,7 @@ class FrameDetections:
                 arch=str(msg["model"]["arch"]),
                 instances=tuple(_instance(d) for d in msg["instances"]),
                 regions=tuple(_region(d) for d in msg.get("regions") or ()),
-                traceparent=msg.get("traceparent"),
-                worker=msg.get("worker"),
-                epoch=_opt_int(msg.get("epoch")),
-                stream=stream,
-                id=id,
+                **_envelope(msg, stream, id),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise _bad(stream, id, "detections", exc) from None
@@ -344,14 +340,21 @@ class Alert:
                 count=_opt_int(msg.get("count")),
                 extra=dict(msg.get("extra") or {}),
                 snapshot=msg.get("snapshot"),
-                traceparent=msg.get("traceparent"),
-                worker=msg.get("worker"),
-                epoch=_opt_int(msg.get("epoch")),
-                stream=stream,
-                id=id,
+                **_envelope(msg, stream, id),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise _bad(stream, id, "alert", exc) from None
+
+
+def _envelope(msg: Mapping[str, Any], stream: str, id: str) -> dict[str, Any]:
+    """The fields every message type has: its trace, its fleet stamp and where it was read."""
+    return {
+        "traceparent": msg.get("traceparent"),
+        "worker": msg.get("worker"),
+        "epoch": _opt_int(msg.get("epoch")),
+        "stream": stream,
+        "id": id,
+    }
 
 
 def _instance(d: Mapping[str, Any]) -> Instance:

@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 import pydantic
 
 from streamseg.config import salvage
+from streamseg.config.paths import resolve_path, resolve_paths
 from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.configbase.issues import issue_from_pydantic
 from streamseg.configbase.yaml_tree import apply_overrides, line_of, read_yaml, to_plain
-from streamseg.ingest.config import CameraConfig
-from streamseg.segment.config import ModelConfig, ModelSource
+from streamseg.segment.config import ModelSource
 
 __all__ = [
     "load_pipeline",
@@ -163,7 +163,7 @@ def validate_pipeline(
     def config_checks(config: PipelineConfig) -> list[ConfigIssue]:
         issues = config.reference_issues()
         if checks is not None and not issues:
-            issues += checks(_resolve_paths(config, path.parent))
+            issues += checks(resolve_paths(config, path.parent))
         return issues
 
     config = validate_tree(
@@ -175,7 +175,7 @@ def validate_pipeline(
         config_checks=config_checks,
         fallback_checks=salvage.reference_issues,
     )
-    return _resolve_paths(config, path.parent)
+    return resolve_paths(config, path.parent)
 
 
 def with_lines(issues: Sequence[ConfigIssue], path: str | Path) -> list[ConfigIssue]:
@@ -186,36 +186,6 @@ def with_lines(issues: Sequence[ConfigIssue], path: str | Path) -> list[ConfigIs
     except ConfigError:
         return list(issues)
     return [_with_line(i, tree) for i in issues]
-
-
-def resolve_path(value: str, base_dir: Path) -> Path:
-    """``value`` as a path; relative paths are taken from ``base_dir``."""
-    p = Path(value).expanduser()
-    return p if p.is_absolute() else base_dir / p
-
-
-def _resolve_paths(config: PipelineConfig, base_dir: Path) -> PipelineConfig:
-    model = resolve_model_paths(config.model, base_dir)
-    cameras = [resolve_camera_path(cam, base_dir) for cam in config.cameras]
-    return config.model_copy(update={"model": model, "cameras": cameras})
-
-
-def resolve_model_paths(model: ModelConfig, base_dir: Path) -> ModelConfig:
-    """``model`` with its weights file (unless a catalogue name) and AOT package
-    relative to ``base_dir`` (the pipeline file's folder)."""
-    if model.weights is not None and model.catalogue_entry() is None:
-        model = model.model_copy(update={"weights": str(resolve_path(model.weights, base_dir))})
-    if model.aot_package is not None:
-        package = str(resolve_path(model.aot_package, base_dir))
-        model = model.model_copy(update={"aot_package": package})
-    return model
-
-
-def resolve_camera_path(cam: CameraConfig, base_dir: Path) -> CameraConfig:
-    """``cam`` with a file path (a URL without a scheme) relative to ``base_dir``."""
-    if "://" in cam.url:
-        return cam
-    return cam.model_copy(update={"url": str(resolve_path(cam.url, base_dir))})
 
 
 def _semantic_checks(data: Any, base_dir: Path) -> list[ConfigIssue]:

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
+from streamseg.config.http import HttpConfig
+from streamseg.config.references import camera_id_issues, class_issues
 from streamseg.config.runtime import RuntimeConfig
 from streamseg.configbase.base import StrictModel
-from streamseg.configbase.errors import ConfigIssue
-from streamseg.console.config import HttpConfig
+from streamseg.configbase.errors import ConfigIssue, Loc
 from streamseg.fleet.config import FleetConfig
 from streamseg.ingest.config import CameraConfig
 from streamseg.ingest.spec import DECODERS
@@ -58,25 +59,12 @@ class PipelineConfig(StrictModel):
         and the names that do exist).
         """
         ids = [cam.id for cam in self.cameras]
-        issues = [
-            ConfigIssue(
-                f"no camera has id {cid!r}",
-                loc=("alerts", "cameras", cid),
-                hint=f"use a camera id from `cameras:` ({', '.join(ids)})",
-            )
-            for cid in self.alerts.cameras
-            if cid not in ids
-        ]
         clips = self.record.clips
-        issues += [
-            ConfigIssue(
-                f"no camera has id {cid!r}",
-                loc=("record", "clips", "cameras", i),
-                hint=f"use a camera id from `cameras:` ({', '.join(ids)})",
-            )
-            for i, cid in enumerate(clips.cameras)
-            if cid not in ids
+        named: list[tuple[Loc, str]] = [
+            (("alerts", "cameras", cid), cid) for cid in self.alerts.cameras
         ]
+        named += [(("record", "clips", "cameras", i), cid) for i, cid in enumerate(clips.cameras)]
+        issues = camera_id_issues(ids, named)
         rules = {r.name for cam in self.alerts.cameras.values() for r in cam.rules}
         issues += [
             ConfigIssue(
@@ -141,19 +129,9 @@ class PipelineConfig(StrictModel):
         if names is None:
             return []
         issues = []
-        hint = f"model.class_names has: {', '.join(names[1:])}"
         for cid, cam in self.alerts.cameras.items():
-            for i, rule in enumerate(cam.rules):
-                where = ("alerts", "cameras", cid, "rules", i)
-                issues += [
-                    ConfigIssue(f"unknown class {cls!r}", loc=(*where, "classes", j), hint=hint)
-                    for j, cls in enumerate(rule.classes)
-                    if cls not in names[1:]
-                ]
-                region = getattr(rule, "region", None)
-                if region is not None and region not in names[1:]:
-                    loc = (*where, "region")
-                    issues.append(ConfigIssue(f"unknown class {region!r}", loc=loc, hint=hint))
+            rules = [(i, r.classes, r.region_class()) for i, r in enumerate(cam.rules)]
+            issues += class_issues(("alerts", "cameras", cid), rules, names)
         return issues
 
     def camera(self, camera_id: str) -> CameraConfig:

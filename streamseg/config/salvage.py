@@ -6,8 +6,9 @@ run on the validated config, so they cannot run when a field anywhere is
 wrong: a missing ``dwell.seconds`` would hide an unknown zone, which would
 hide a rule section for a camera that is not there. ``reference_issues``
 makes the same checks on the plain data of such a file, wherever the parts
-they compare are themselves readable, with the same messages and fields as
-the schema's. It skips what the schema did report (a camera section whose
+they compare are themselves readable, through the same functions as the
+schema's (:mod:`streamseg.config.references`), so with the same messages and
+fields. It skips what the schema did report (a camera section whose
 own checks ran), so nothing is reported twice. ``valid_parts`` gives the
 sections that are valid alone, for the checks ``check`` makes after the
 file's (the machine, the cameras' sources, the model and its classes).
@@ -23,8 +24,10 @@ from typing import Any, TypeVar
 
 import pydantic
 
+from streamseg.config.paths import resolve_camera_path, resolve_model_paths
+from streamseg.config.references import camera_id_issues, class_issues
 from streamseg.config.runtime import RuntimeConfig
-from streamseg.configbase.errors import ConfigIssue, Loc
+from streamseg.configbase.errors import ConfigIssue
 from streamseg.configbase.yaml_tree import read_yaml, to_plain
 from streamseg.ingest.config import CameraConfig
 from streamseg.segment.config import ModelConfig
@@ -63,15 +66,7 @@ def _camera_ids(cameras: Any, sections: Mapping[str, Any]) -> list[ConfigIssue]:
     if not all(isinstance(i, str) for i in found):
         return []  # an id is missing: which camera a section means is unclear
     ids = [str(i) for i in found]
-    return [
-        ConfigIssue(
-            f"no camera has id {cid!r}",
-            loc=("alerts", "cameras", cid),
-            hint=f"use a camera id from `cameras:` ({', '.join(ids)})",
-        )
-        for cid in sections
-        if cid not in ids
-    ]
+    return camera_id_issues(ids, [(("alerts", "cameras", cid), cid) for cid in sections])
 
 
 def _rules(section: Mapping[str, Any]) -> list[tuple[int, Mapping[str, Any]]]:
@@ -109,21 +104,12 @@ def _class_names(model: Any) -> list[str] | None:
 def _classes(
     where: tuple[str, ...], section: Mapping[str, Any], names: list[str]
 ) -> list[ConfigIssue]:
-    """Rule ``classes`` and ``region`` outside ``model.class_names`` (as
-    ``PipelineConfig.reference_issues`` words them)."""
-    issues = []
-    hint = f"model.class_names has: {', '.join(names[1:])}"
+    """Rule ``classes`` and ``region`` outside ``model.class_names``."""
+    rules = []
     for i, rule in _rules(section):
         classes = rule.get("classes")
-        for j, cls in enumerate(classes if isinstance(classes, list) else []):
-            if isinstance(cls, str) and cls not in names[1:]:
-                loc: Loc = (*where, "rules", i, "classes", j)
-                issues.append(ConfigIssue(f"unknown class {cls!r}", loc=loc, hint=hint))
-        region = rule.get("region")
-        if isinstance(region, str) and region not in names[1:]:
-            at: Loc = (*where, "rules", i, "region")
-            issues.append(ConfigIssue(f"unknown class {region!r}", loc=at, hint=hint))
-    return issues
+        rules.append((i, classes if isinstance(classes, list) else [], rule.get("region")))
+    return class_issues(where, rules, names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +130,6 @@ class ValidParts:
 
 def valid_parts(path: str | Path, *, environ: Mapping[str, str] | None = None) -> ValidParts:
     """Each section of the file at ``path`` validated alone (``ConfigError`` if unreadable)."""
-    from streamseg.config.loader import resolve_camera_path, resolve_model_paths
-
     path = Path(path)
     data = to_plain(read_yaml(path, what="a pipeline.yaml"), environ or os.environ, (), [])
     data = data if isinstance(data, Mapping) else {}

@@ -24,9 +24,10 @@ from typing import Any
 
 from aiohttp import web
 
+from streamseg.config.http import HttpConfig
+from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigIssue
-from streamseg.console.config import HttpConfig
-from streamseg.console.editor import ChangeRefused, EditedPipeline, PipelineEditor, yaml_node
+from streamseg.console.editor import ChangeRefused, PipelineEditor, yaml_node
 from streamseg.console.web import (
     ConsoleBackend,
     camera_of,
@@ -78,7 +79,7 @@ class ChangeAPI:
         def edit(tree: Any) -> None:
             tree.setdefault("cameras", yaml_node([])).append(yaml_node(body))
 
-        def commit(config: EditedPipeline) -> None:
+        def commit(config: PipelineConfig) -> None:
             self._run(lambda: self.backend.add_camera(config.camera(cid)), config, cid)
 
         return await self._save(edit, commit, lambda c: _camera_json(c, cid), status=201)
@@ -96,7 +97,7 @@ class ChangeAPI:
             )
             cams[at] = yaml_node(body)
 
-        def commit(config: EditedPipeline) -> None:  # the old camera runs on if it fails
+        def commit(config: PipelineConfig) -> None:  # the old camera runs on if it fails
             self._run(lambda: self.backend.replace_camera(config.camera(cid)), config, cid)
 
         return await self._save(edit, commit, lambda c: _camera_json(c, cid))
@@ -113,7 +114,7 @@ class ChangeAPI:
             if isinstance(alerts, dict) and cid in alerts:
                 del alerts[cid]  # its zones and rules go with it
 
-        def commit(config: EditedPipeline) -> None:
+        def commit(config: PipelineConfig) -> None:
             self._run(lambda: self.backend.remove_camera(cid))
             self._run(lambda: self.backend.apply_alerts(config.alerts))
 
@@ -122,8 +123,8 @@ class ChangeAPI:
     async def _save(
         self,
         edit: Callable[[Any], None],
-        commit: Callable[[EditedPipeline], None],
-        reply: Callable[[EditedPipeline], Any],
+        commit: Callable[[PipelineConfig], None],
+        reply: Callable[[PipelineConfig], Any],
         status: int = 200,
     ) -> web.Response:
         if self.editor is None:
@@ -139,7 +140,7 @@ class ChangeAPI:
 
     @staticmethod
     def _run(
-        action: Callable[[], None], config: EditedPipeline | None = None, cid: str | None = None
+        action: Callable[[], None], config: PipelineConfig | None = None, cid: str | None = None
     ) -> None:
         """Run a change on the service. A camera whose source fails to open or start
         (``StartupError``: ``SourceError``) becomes ``ChangeRefused(422)`` naming its
@@ -241,7 +242,7 @@ class ChangeAPI:
             if not section:
                 del cameras[cid]
 
-        def commit(config: EditedPipeline) -> None:
+        def commit(config: PipelineConfig) -> None:
             issues = _off_frame(cid, config.alerts.cameras.get(cid), size)
             if issues:
                 raise ChangeRefused(422, issues, "the change is not valid")
@@ -252,7 +253,7 @@ class ChangeAPI:
                 issue = ConfigIssue(str(exc), loc=tuple(field.split(".")) if field else ())
                 raise ChangeRefused(422, [issue], "the change cannot run") from None
 
-        def change() -> EditedPipeline:
+        def change() -> PipelineConfig:
             try:
                 return editor.change(tree_edit, commit=commit)
             except ChangeRefused:
@@ -291,7 +292,7 @@ class ChangeAPI:
         return kind
 
 
-def _camera_json(config: EditedPipeline, camera_id: str) -> dict[str, Any]:
+def _camera_json(config: PipelineConfig, camera_id: str) -> dict[str, Any]:
     cam = config.camera(camera_id)
     out = cam.model_dump(mode="json")
     out["url"] = redact_url(cam.url)

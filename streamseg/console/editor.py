@@ -25,18 +25,18 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from streamseg.config.loader import validate_pipeline
+from streamseg.config.pipeline import PipelineConfig
 from streamseg.configbase.errors import ConfigError, ConfigIssue
 from streamseg.configbase.yaml_tree import read_yaml
 from streamseg.console.roundtrip import LineGaps, dump, merge_edit, round_trip_yaml
-from streamseg.ingest.config import CameraConfig
-from streamseg.track.alerts import AlertsConfig
 
-__all__ = ["ChangeRefused", "EditedPipeline", "PipelineEditor", "Validate", "yaml_node"]
+__all__ = ["ChangeRefused", "PipelineEditor", "yaml_node"]
 
 log = logging.getLogger("streamseg.console")
 
@@ -65,36 +65,14 @@ class ChangeRefused(Exception):
 Edit = Callable[[CommentedMap], None]
 
 
-class EditedPipeline(Protocol):
-    """What the console reads of a validated pipeline file
-    (a ``streamseg.config.PipelineConfig``: the console sits below the config
-    package, which assembles every stage's section, so it names only these)."""
-
-    @property
-    def alerts(self) -> AlertsConfig: ...
-
-    @property
-    def cameras(self) -> list[CameraConfig]: ...
-
-    def camera(self, camera_id: str) -> CameraConfig: ...
-
-
-class Validate(Protocol):
-    """Validates a pipeline file's ruamel tree as ``serve`` loads it (raises
-    ``ConfigError``); ``streamseg.config.loader.validate_pipeline``."""
-
-    def __call__(
-        self, tree: Any, path: str | Path, *, environ: Mapping[str, str] | None = None
-    ) -> EditedPipeline: ...
-
-
 class PipelineEditor:
     """Validated, comment-keeping edits of one pipeline.yaml.
 
     Args:
         path: the pipeline file ``serve`` was started with.
-        validate: the whole file's schema and reference checks (the same as
-            ``serve``'s, so errors name the same fields).
+        checks: what the running service adds to the file's own schema and
+            reference checks (``streamseg.config.loader.validate_pipeline``,
+            the same as ``serve``'s, so errors name the same fields).
         environ: for ``${NAME}`` references (default ``os.environ``).
     """
 
@@ -102,17 +80,17 @@ class PipelineEditor:
         self,
         path: str | Path,
         *,
-        validate: Validate,
+        checks: Callable[[PipelineConfig], list[ConfigIssue]] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.validate = validate
+        self.checks = checks
         self.environ = os.environ if environ is None else environ
         self._lock = threading.Lock()
 
     def change(
-        self, edit: Edit, *, commit: Callable[[EditedPipeline], None] | None = None
-    ) -> EditedPipeline:
+        self, edit: Edit, *, commit: Callable[[PipelineConfig], None] | None = None
+    ) -> PipelineConfig:
         """Apply ``edit`` to the file's tree, validate, ``commit``, save; the new config.
 
         ``edit`` raises ``ChangeRefused`` for a request that makes no sense
@@ -135,7 +113,9 @@ class PipelineEditor:
             edit(tree)
             gaps.restore(tree)  # blank lines stay where they were, between the same entries
             try:
-                config = self.validate(tree, self.path, environ=self.environ)
+                config = validate_pipeline(
+                    tree, self.path, environ=self.environ, checks=self.checks
+                )
             except ConfigError as exc:
                 raise ChangeRefused(422, exc.issues, "the change is not valid") from None
             self._check_writable()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,11 @@ import numpy as np
 from streamseg.console.live import Trails
 from streamseg.console.overlay import OverlayInfo, draw_overlay
 from streamseg.types import Instances
+from streamseg.video import Mp4Writer, VideoReader
 
-__all__ = ["CODECS", "ClipError", "Rendered", "render_clip"]
+__all__ = ["ClipError", "Rendered", "render_clip"]
 
 # Tried in this order: H.264 plays everywhere; MPEG-4 part 2 is in every FFmpeg build.
-CODECS = ("libx264", "mpeg4")
 
 OverlayAt = Callable[[int], tuple[Instances, Mapping[str, Any]] | None]
 
@@ -98,17 +97,12 @@ def render_clip(
     """
     t0 = time.monotonic()
     trails = Trails(trail_length)
-    with _open_clip(clip) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        rate = Fraction(stream.average_rate or 25).limit_denominator(1001)
-        total = stream.frames or None
-        writer: _Writer | None = None
+    with _open_clip(clip) as video:
+        rate, total = video.rate, video.frames
+        writer: Mp4Writer | None = None
         drawn = frames = 0
         try:
-            for index, image in enumerate(
-                _progress(_decode(container, stream, clip), total, progress)
-            ):
+            for index, image in enumerate(_progress(_decode(video, clip), total, progress)):
                 found = overlay_at(index)
                 if found is not None:
                     instances, counts = found
@@ -120,7 +114,7 @@ def render_clip(
                     image = draw_overlay(image, instances, frame_info)
                     drawn += 1
                 if writer is None:
-                    writer = _Writer(Path(output), image.shape[1], image.shape[0], rate, crf)
+                    writer = Mp4Writer(Path(output), image.shape[1], image.shape[0], rate, crf=crf)
                 writer.write(image)
                 frames += 1
         except BaseException:
@@ -144,26 +138,24 @@ def render_clip(
     )
 
 
-def _open_clip(clip: str | Path) -> Any:
+def _open_clip(clip: str | Path) -> VideoReader:
     import av
 
     try:
-        container = av.open(str(clip))
+        return VideoReader(clip)
     except (OSError, av.error.FFmpegError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ClipError(f"{clip}: cannot open the clip: {reason}") from None
-    if not container.streams.video:
-        container.close()
-        raise ClipError(f"{clip}: the file has no video stream")
-    return container
+    except ValueError:
+        raise ClipError(f"{clip}: the file has no video stream") from None
 
 
-def _decode(container: Any, stream: Any, clip: str | Path) -> Iterator[np.ndarray]:
+def _decode(video: VideoReader, clip: str | Path) -> Iterator[np.ndarray]:
     import av
 
     try:
-        for frame in container.decode(stream):
-            yield frame.to_ndarray(format="rgb24")
+        for _time, image in video:
+            yield image
     except av.error.FFmpegError as exc:
         raise ClipError(f"{clip}: cannot decode the clip: {exc}") from None
 
@@ -185,52 +177,3 @@ def _check_size(clip: str | Path, index: int, instances: Instances, size: tuple[
             f"{clip}: frame {index} is {w}x{h} but its detections are for {dw}x{dh} frames: "
             "render the clip the detections were made from"
         )
-
-
-class _Writer:
-    """Frames in, an MP4 out: ``libx264`` (yuv420p) or ``mpeg4``, frame ``i`` at ``i / rate``."""
-
-    def __init__(self, path: Path, width: int, height: int, rate: Fraction, crf: int) -> None:
-        import av
-
-        # yuv420p halves the chroma planes: both sides must be even.
-        self.width, self.height = width + width % 2, height + height % 2
-        self.rate = rate
-        self.container = av.open(str(path), mode="w")
-        self.codec = ""
-        self.stream: Any = None
-        for name in CODECS:
-            try:
-                self.stream = self.container.add_stream(name, rate=rate)
-            except (ValueError, av.error.FFmpegError):  # not in this FFmpeg build
-                continue
-            self.codec = name
-            break
-        else:  # pragma: no cover - every FFmpeg build has mpeg4
-            self.container.close()
-            raise RuntimeError(f"PyAV has none of the encoders {', '.join(CODECS)}")
-        self.stream.width, self.stream.height = self.width, self.height
-        self.stream.pix_fmt = "yuv420p"
-        self.stream.codec_context.time_base = 1 / rate
-        if self.codec == "libx264":
-            self.stream.options = {"crf": str(crf), "preset": "veryfast"}
-        else:
-            self.stream.options = {"qscale": "3"}
-        self._av = av
-        self._index = 0
-
-    def write(self, image: np.ndarray) -> None:
-        h, w = image.shape[:2]
-        if (h, w) != (self.height, self.width):
-            image = np.pad(image, ((0, self.height - h), (0, self.width - w), (0, 0)), mode="edge")
-        frame = self._av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-        frame.pts = self._index
-        frame.time_base = 1 / self.rate
-        self._index += 1
-        self.container.mux(self.stream.encode(frame))
-
-    def close(self) -> None:
-        try:
-            self.container.mux(self.stream.encode(None))
-        finally:
-            self.container.close()

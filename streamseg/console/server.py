@@ -41,9 +41,9 @@ from typing import Any
 
 from aiohttp import web
 
+from streamseg.config.http import HttpConfig
 from streamseg.console.auth import token_middleware
 from streamseg.console.changes import ChangeAPI
-from streamseg.console.config import HttpConfig
 from streamseg.console.editor import PipelineEditor
 from streamseg.console.events import EventLog
 from streamseg.console.fleet import FleetPeers, matches, proxy, remote_event, split_event_id

@@ -30,17 +30,18 @@ _WHERE = {
     "PacketReader": "packets",
     "StreamInfo": "packets",
     "ReconnectPolicy": "policy",
-    "Source": "source",
+    "Source": "base",
     "open_source": "source",
     "SourceError": "spec",
     "parse_source_url": "spec",
 }
 
 if TYPE_CHECKING:
+    from streamseg.ingest.base import Source
     from streamseg.ingest.health import CameraHealth, HealthState
     from streamseg.ingest.packets import DemuxSession, PacketReader, StreamInfo
     from streamseg.ingest.policy import ReconnectPolicy
-    from streamseg.ingest.source import Source, open_source
+    from streamseg.ingest.source import open_source
     from streamseg.ingest.spec import SourceError, parse_source_url
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 import time
 
+from streamseg.ingest.base import Emit, Source
 from streamseg.ingest.health import HealthState, HealthTracker
 from streamseg.ingest.policy import RateLimiter
-from streamseg.ingest.source import Emit, Source
 from streamseg.ingest.spec import SourceError, SourceSpec
 from streamseg.ingest.stream_source import Pacer
 

@@ -6,96 +6,23 @@ them when they run.
 
 from __future__ import annotations
 
-import abc
-import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from streamseg.ingest.health import CameraHealth, HealthState, HealthTracker, StateListener
+from streamseg.ingest.base import PacketHook, Source
+from streamseg.ingest.health import HealthTracker, StateListener
 from streamseg.ingest.policy import ReconnectPolicy
 from streamseg.ingest.spec import (
     DECODERS,
     SourceError,
-    SourceSpec,
     decoder_problem,
-    is_live_url,
     parse_source_url,
 )
 from streamseg.redact import url_password
-from streamseg.types import Frame
 
 if TYPE_CHECKING:
     from streamseg.ingest.packets import PacketReader
 
-__all__ = ["Emit", "PacketHook", "Source", "open_packet_reader", "open_source"]
-
-Emit = Callable[[Frame], None]
-# on_packet(camera_id, packet: av.Packet, stream: av.VideoStream), before decoding
-PacketHook = Callable[[str, Any, Any], None]
-
-
-class Source(abc.ABC):
-    """A camera: ``run(emit, stop)`` pushes its frames until ``stop`` is set.
-
-    Attributes:
-        camera_id: the camera's id.
-        url: the URL with secrets redacted (safe to log).
-        live: a live source drops its oldest frames when the pipeline is
-            behind; a non-live one (a file) is read with backpressure and
-            loses nothing.
-    """
-
-    def __init__(self, *, camera_id: str, spec: SourceSpec, live: bool, tracker: HealthTracker):
-        self.camera_id = camera_id
-        self.url = spec.display
-        self.spec = spec
-        self.live = live
-        self._tracker = tracker
-        self._seq = 0
-
-    @property
-    def health(self) -> CameraHealth:
-        """A snapshot of the source's health (thread-safe)."""
-        return self._tracker.snapshot()
-
-    def health_history(self) -> list[tuple[float, HealthState]]:
-        """Recent state changes as ``(unix time, state)``, oldest first."""
-        return self._tracker.history()
-
-    @abc.abstractmethod
-    def run(self, emit: Emit, stop: threading.Event) -> None:
-        """Emit frames from this thread until ``stop`` is set or the source ends.
-
-        Live sources reconnect inside. Returns when ``stop`` is set (soon
-        after), when a file ends (state ``finished``); raises ``SourceError``
-        when the source fails for good (state ``failed``). ``emit`` may
-        block: that is the backpressure of non-live sources.
-        """
-
-    def close(self) -> None:  # noqa: B027 - nothing to release by default
-        """Nothing is held between runs; kept for the stage protocol."""
-
-    def _make_frame(
-        self, image: Any, pts: float | None, capture_time: float, camera_time: float | None
-    ) -> Frame:
-        seq = self._seq
-        self._seq += 1
-        return Frame(
-            camera_id=self.camera_id,
-            seq=seq,
-            pts=pts,
-            capture_time=capture_time,
-            image=image,
-            camera_time=camera_time,
-        )
-
-    def _finish_run(self, stop: threading.Event) -> None:
-        final = (HealthState.FAILED, HealthState.FINISHED)
-        if stop.is_set() and self._tracker.state not in final:
-            self._tracker.set_state(HealthState.STOPPED)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(camera_id={self.camera_id!r}, url={self.url!r})"
+__all__ = ["open_packet_reader", "open_source"]
 
 
 def open_source(
@@ -108,9 +35,6 @@ def open_source(
     realtime: bool = False,
     loop: bool = False,
     reconnect: ReconnectPolicy | None = None,
-    initial_backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    jitter: float = 0.2,
     connect_timeout: float = 5.0,
     read_timeout: float = 5.0,
     device: str = "cpu",
@@ -131,8 +55,8 @@ def open_source(
             and paced synthetic sources are; files are live only when paced).
         realtime: files: emit at the clip's frame rate (also ``?pace=1``).
         loop: files: start again at the end (also ``?loop=1``).
-        reconnect: the backoff policy; by default built from
-            ``initial_backoff``, ``max_backoff`` (seconds) and ``jitter``.
+        reconnect: the backoff policy (``ReconnectPolicy()`` by default; a
+            camera's ``reconnect:`` section gives its own with ``policy()``).
         connect_timeout: seconds to connect and probe the stream.
         read_timeout: seconds without a packet before a live stream is stalled.
         device: where the ``dali`` decoder leaves frames (``cpu``, ``cuda:N``).
@@ -154,12 +78,7 @@ def open_source(
         raise SourceError(f"camera {camera_id!r}: max_fps must be > 0, got {max_fps}")
     if connect_timeout <= 0 or read_timeout <= 0:
         raise SourceError(f"camera {camera_id!r}: connect_timeout and read_timeout must be > 0")
-    try:
-        policy = reconnect or ReconnectPolicy(
-            initial=initial_backoff, max_delay=max_backoff, jitter=min(jitter, 0.99)
-        )
-    except ValueError as exc:
-        raise SourceError(f"camera {camera_id!r}: {exc}") from None
+    policy = reconnect or ReconnectPolicy()
     spec.check_exists(camera_id)
     tracker = HealthTracker(camera_id, secrets=_secrets(url), on_state=on_state)
     if spec.kind == "synthetic":
@@ -177,7 +96,7 @@ def open_source(
     return StreamSource(
         camera_id=camera_id,
         spec=spec,
-        live=(spec.kind != "file" or pace) if live is None else live,
+        live=(spec.live or pace) if live is None else live,
         pace=pace,
         loop=spec.loop or loop,
         max_fps=max_fps,
@@ -224,7 +143,7 @@ def open_packet_reader(
     return PacketReader(
         camera_id=camera_id,
         spec=spec,
-        live=is_live_url(url) if live is None else live,
+        live=spec.live if live is None else live,
         reconnect=reconnect,
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,

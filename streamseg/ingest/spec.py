@@ -43,7 +43,6 @@ __all__ = [
     "SourceError",
     "SourceSpec",
     "decoder_problem",
-    "is_live_url",
     "parse_source_url",
     "register_decoder",
     "url_scheme",
@@ -88,6 +87,13 @@ class SourceSpec:
     @property
     def is_network(self) -> bool:
         return self.kind in ("rtsp", "network")
+
+    @property
+    def live(self) -> bool:
+        """Whether its stream is live by default: what its kind's row of :data:`SCHEMES`
+        says (:attr:`Scheme.live`; files are not). The one place this is decided:
+        ``open_source``, ``open_packet_reader`` and the sources ask it."""
+        return any(scheme.live for scheme in SCHEMES.values() if scheme.kind == self.kind)
 
     def check_exists(self, camera_id: str) -> None:
         """Raise ``SourceError`` when a file or device is missing."""
@@ -199,14 +205,6 @@ def url_scheme(url: str) -> str:
     """The lower-case scheme of ``url``; ``""`` for a plain path (``C:`` is a drive, not one)."""
     m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url.strip())
     return m.group(1).lower() if m and len(m.group(1)) > 1 else ""
-
-
-def is_live_url(url: str) -> bool:
-    """Whether ``url`` names a live stream by default (see :attr:`Scheme.live`)."""
-    scheme = url_scheme(url)
-    if not scheme:
-        return bool(re.fullmatch(r"/dev/video\d+", url.strip().partition("?")[0]))
-    return scheme in SCHEMES and SCHEMES[scheme].live
 
 
 def parse_source_url(url: str, *, camera_id: str | None = "?") -> SourceSpec:

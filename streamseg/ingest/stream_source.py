@@ -7,11 +7,11 @@ import threading
 import time
 from typing import Any
 
+from streamseg.ingest.base import Emit, PacketHook, Source
 from streamseg.ingest.decoders import DecodeError, Decoder, Picture, make_decoder
 from streamseg.ingest.health import HealthState, HealthTracker
 from streamseg.ingest.packets import DemuxSession, PacketReader
 from streamseg.ingest.policy import RateLimiter, ReconnectPolicy
-from streamseg.ingest.source import Emit, PacketHook, Source
 from streamseg.ingest.spec import SourceError, SourceSpec
 
 __all__ = ["Pacer", "StreamSource"]
@@ -77,7 +77,7 @@ class StreamSource(Source):
         self._reader = PacketReader(
             camera_id=camera_id,
             spec=spec,
-            live=spec.kind != "file",
+            live=spec.live,
             reconnect=reconnect,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,

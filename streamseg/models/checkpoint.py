@@ -135,13 +135,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     path = Path(path)
     meta: dict[str, Any] = {}
     if path.suffix != ".pkl" and path.is_file():
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except _UNREADABLE as exc:
-            raise CheckpointError(
-                f"checkpoint {path} could not be read ({_first_line(exc)}); "
-                "is the file truncated or not a PyTorch checkpoint?"
-            ) from None
+        obj = _torch_load(path)
         if isinstance(obj, Mapping) and isinstance(obj.get("meta"), Mapping):
             meta = dict(obj["meta"])
         return Checkpoint(state_dict=unwrap_state_dict(obj, path), meta=meta)
@@ -174,17 +168,19 @@ def load_state_dict_file(path: str | Path) -> dict[str, Tensor]:
         raise CheckpointError(f"checkpoint {path} does not exist")
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a folder; point `weights` at the file")
-    if path.suffix == ".pkl":
-        obj = load_pickle_restricted(path)
-    else:
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except _UNREADABLE as exc:
-            raise CheckpointError(
-                f"checkpoint {path} could not be read ({_first_line(exc)}); "
-                "is the file truncated or not a PyTorch checkpoint?"
-            ) from None
+    obj = load_pickle_restricted(path) if path.suffix == ".pkl" else _torch_load(path)
     return unwrap_state_dict(obj, path)
+
+
+def _torch_load(path: Path) -> Any:
+    """``torch.load`` of tensors only; an unreadable file is a ``CheckpointError``."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except _UNREADABLE as exc:
+        raise CheckpointError(
+            f"checkpoint {path} could not be read ({_first_line(exc)}); "
+            "is the file truncated or not a PyTorch checkpoint?"
+        ) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import torch
 
-from streamseg.ops import _native
+from streamseg.ops import _launch, _native
 from streamseg.ops._native import on_gpu
 from streamseg.ops.boxes import (
     batched_nms,
@@ -107,4 +107,4 @@ def warm_up(device: torch.device | str, dtypes: Sequence[torch.dtype] = (torch.f
 
 def reference_ops() -> dict[str, str]:
     """Ops whose GPU kernel failed in this process and that run on the reference: op -> error."""
-    return _native.reference_ops()
+    return _launch.reference_ops()

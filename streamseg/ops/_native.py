@@ -9,23 +9,24 @@ and only load it. CUDA tensors go to the Triton kernels of
 :mod:`streamseg.ops.triton`, which need the ``triton`` package (it comes
 with every CUDA build of torch) and no compiler of ours.
 
-``STREAMSEG_OPS`` chooses the path:
+``STREAMSEG_OPS`` chooses the path (:mod:`streamseg.ops._mode` reads it):
 
 * unset or ``auto``: native when it loads, else the PyTorch reference, with
   one warning per device type (logger ``streamseg.ops``) saying why and how
   to fix it;
 * ``reference``: always the reference, nothing is built or imported;
-* ``native``: native or an error (:class:`NativeOpsError`), for CI and
+* ``native``: native or an error (``NativeOpsError``), for CI and
   deployments that must not silently run slow.
 
 A Triton kernel can load and still fail when it is launched (a compile
 error for this GPU, too little shared memory, a bug in how its arguments
-bind). Each Triton op runs its kernel through :func:`launch`: in ``auto``
+bind). Each Triton op runs its kernel through
+:func:`streamseg.ops._launch.launch`: in ``auto``
 mode a kernel that raises on its first call for a device and dtype is
 replaced by the reference for that op from then on, with one warning
-naming the op and the error (:func:`reference_ops` lists them for
+naming the op and the error (``reference_ops`` lists them for
 ``/readyz`` and the metrics); in ``native`` mode it raises
-:class:`NativeOpsError`. ``streamseg.ops.warm_up`` calls every op once at
+``NativeOpsError``. ``streamseg.ops.warm_up`` calls every op once at
 start-up, so either happens before the first live frame.
 
 Nothing here runs at import time.
@@ -46,63 +47,46 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from torch import Tensor
+
+from streamseg.ops._launch import reference_ops
+from streamseg.ops._mode import ENV_VAR, NativeOpsError, mode
 
 __all__ = [
-    "ENV_VAR",
-    "NativeOpsError",
     "cache_dir",
     "enabled",
     "is_gpu_type",
-    "launch",
     "load",
     "load_gpu",
-    "mode",
     "on_gpu",
-    "reference_ops",
     "sources",
     "sources_dir",
     "status",
 ]
 
-ENV_VAR = "STREAMSEG_OPS"
-_MODES = ("auto", "reference", "native")
 _OPS = ("nms", "roi_align", "paste_masks", "rle", "box_coder")
 _log = logging.getLogger("streamseg.ops")
 R = TypeVar("R")
 
 
-class NativeOpsError(RuntimeError):
-    """The native kernels were required (``STREAMSEG_OPS=native``) but could not load."""
+@dataclass
+class _Attempt:
+    """One way of loading kernels (the C++ build, the Triton import): tried once a
+    process; ``error``: why it failed."""
+
+    tried: bool = False
+    error: str | None = None
 
 
 @dataclass
 class _State:
-    tried: bool = False
     devices: frozenset[str] = frozenset()
     library: Path | None = None
-    error: str | None = None
-    gpu_tried: bool = False
-    gpu_error: str | None = None
-    # Triton ops whose kernel failed: op -> the error (the reference runs instead).
-    failed: dict[str, str] = field(default_factory=dict)
-    # (op, device, dtype) whose kernel has run once: its later errors are not launch failures.
-    proven: set[tuple[str, str, str]] = field(default_factory=set)
+    cpu: _Attempt = field(default_factory=_Attempt)
+    gpu: _Attempt = field(default_factory=_Attempt)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _STATE = _State()
-
-
-def mode() -> str:
-    """The ``STREAMSEG_OPS`` setting: ``auto``, ``reference`` or ``native``."""
-    value = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
-    if value not in _MODES:
-        raise ValueError(
-            f"{ENV_VAR}={value!r} is not one of {', '.join(_MODES)}; "
-            f"unset it to use the native kernels when they build"
-        )
-    return value
 
 
 def sources_dir() -> Path:
@@ -189,33 +173,54 @@ def _exclusive(build: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _try_load(verbose: bool) -> None:
-    """Load the C++ kernels once; record success or the reason it failed."""
+def _try_load(verbose: bool) -> str | None:
+    """Load the C++ kernels; the reason it failed, or ``None``."""
     if not (_build_dir() / "streamseg_ops_cpu.so").is_file():
         _log.info("ops: compiling the native CPU kernels (first use; a minute or so)")
     start = time.perf_counter()
     try:
         _STATE.library = _compile(verbose)
     except Exception as exc:  # any compiler/linker/loader failure means "no native"
-        _STATE.error = f"CPU build: {exc}"
-        return
+        return f"CPU build: {exc}"
     _log.info("ops: native CPU kernels ready (%.1f s)", time.perf_counter() - start)
     from streamseg.ops import _fake
 
     _fake.register()
     _STATE.devices = _STATE.devices | {"cpu"}
+    return None
 
 
-def _try_load_gpu() -> None:
-    """Import the Triton kernels once; record success or the reason it failed."""
+def _try_load_gpu() -> str | None:
+    """Import the Triton kernels; the reason it failed, or ``None``."""
     try:
         from streamseg.ops import triton as gpu_kernels
 
         gpu_kernels.load()
     except ImportError as exc:
-        _STATE.gpu_error = f"Triton kernels: {exc} (pip install triton)"
-        return
+        return f"Triton kernels: {exc} (pip install triton)"
     _STATE.devices = _STATE.devices | {"cuda"}
+    return None
+
+
+def _load_once(
+    attempt: _Attempt, load: Callable[[], str | None], warning: str, failure: str
+) -> str | None:
+    """Run ``load`` the first time a process asks; its error, if any.
+
+    In ``auto`` mode a failure is logged once (``warning``, formatted with
+    the error and the variable's name); in ``native`` mode every call raises
+    :class:`NativeOpsError` (``failure``: what could not be done).
+    """
+    current = mode()
+    with _STATE.lock:
+        if not attempt.tried:
+            attempt.tried = True
+            attempt.error = load()
+            if attempt.error is not None and current == "auto":
+                _log.warning(warning, attempt.error, ENV_VAR)
+    if attempt.error is not None and current == "native":
+        raise NativeOpsError(f"{ENV_VAR}=native but {failure}: {attempt.error}")
+    return attempt.error
 
 
 def load_gpu() -> bool:
@@ -224,25 +229,16 @@ def load_gpu() -> bool:
     Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
     cannot load; in ``auto`` mode a failure is logged once as a warning.
     """
-    current = mode()
-    if current == "reference":
+    if mode() == "reference":
         return False
-    with _STATE.lock:
-        if not _STATE.gpu_tried:
-            _STATE.gpu_tried = True
-            _try_load_gpu()
-            if _STATE.gpu_error is not None and current == "auto":
-                _log.warning(
-                    "streamseg GPU kernels unavailable, using the PyTorch reference on CUDA "
-                    "(slower). Reason: %s. Set %s=reference to silence this warning.",
-                    _STATE.gpu_error,
-                    ENV_VAR,
-                )
-    if _STATE.gpu_error is not None and current == "native":
-        raise NativeOpsError(
-            f"{ENV_VAR}=native but the GPU kernels could not load: {_STATE.gpu_error}"
-        )
-    return _STATE.gpu_error is None
+    error = _load_once(
+        _STATE.gpu,
+        _try_load_gpu,
+        "streamseg GPU kernels unavailable, using the PyTorch reference on CUDA (slower). "
+        "Reason: %s. Set %s=reference to silence this warning.",
+        "the GPU kernels could not load",
+    )
+    return error is None
 
 
 def load(verbose: bool = False) -> frozenset[str]:
@@ -251,25 +247,16 @@ def load(verbose: bool = False) -> frozenset[str]:
     Raises :class:`NativeOpsError` when ``STREAMSEG_OPS=native`` and they
     cannot load. In ``auto`` mode a failure is logged once as a warning.
     """
-    current = mode()
-    if current == "reference":
+    if mode() == "reference":
         return frozenset()
-    with _STATE.lock:
-        if not _STATE.tried:
-            _STATE.tried = True
-            _try_load(verbose)
-            if _STATE.error is not None and current == "auto":
-                _log.warning(
-                    "streamseg native ops unavailable, using the PyTorch reference (slower). "
-                    "Reason: %s. Fix: install a C++ compiler (g++) and ninja (pip install "
-                    "ninja), or set %s=reference to silence this warning.",
-                    _STATE.error,
-                    ENV_VAR,
-                )
-    if _STATE.error is not None and current == "native":
-        raise NativeOpsError(
-            f"{ENV_VAR}=native but the native ops could not be built: {_STATE.error}"
-        )
+    _load_once(
+        _STATE.cpu,
+        lambda: _try_load(verbose),
+        "streamseg native ops unavailable, using the PyTorch reference (slower). Reason: %s. "
+        "Fix: install a C++ compiler (g++) and ninja (pip install ninja), or set %s=reference "
+        "to silence this warning.",
+        "the native ops could not be built",
+    )
     return _STATE.devices
 
 
@@ -317,84 +304,13 @@ def enabled(device_type: str) -> bool:
     return device_type == "cpu" and "cpu" in load()
 
 
-def launch(op: str, witness: Tensor, kernel: Callable[[], R], reference: Callable[[], R]) -> R:
-    """Run ``op``'s Triton kernel (``kernel()``), or its reference where the kernel failed.
-
-    Args:
-        op: the public op's name (``nms``, ``decode_boxes``, ...).
-        witness: the op's main input; its device and dtype pick the
-            compiled kernel, and a non-empty one makes the kernel launch.
-        kernel: runs the Triton kernel(s) and returns the result.
-        reference: the same result from the PyTorch reference.
-
-    The first call for a (device, dtype) that launches is the one that can
-    fail to launch: if it raises, ``auto`` mode logs one warning naming the
-    op and the error and answers with ``reference()``, now and for every
-    later call of ``op``; ``native`` mode raises :class:`NativeOpsError`.
-    After a first call that succeeded, errors propagate (they are not
-    launch failures). While tracing (``torch.compile``, fake tensors) the
-    kernel is traced as is.
-    """
-    if op in _STATE.failed:
-        return reference()
-    key = (op, str(witness.device), str(witness.dtype))
-    if key in _STATE.proven or _tracing(witness):
-        return kernel()
-    try:
-        out = kernel()
-    except Exception as exc:
-        _kernel_failed(op, witness, exc)
-        return reference()
-    if witness.numel() > 0:
-        _STATE.proven.add(key)
-    return out
-
-
-def _tracing(t: Tensor) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
-
-    return torch.compiler.is_compiling() or is_fake(t)
-
-
-def _kernel_failed(op: str, witness: Tensor, exc: Exception) -> None:
-    """Record that ``op``'s kernel cannot run; raise instead in ``native`` mode."""
-    reason = f"{type(exc).__name__}: {exc}".strip().rstrip(".")
-    where = f"{witness.device} {str(witness.dtype).removeprefix('torch.')}"
-    if mode() == "native":
-        raise NativeOpsError(
-            f"{ENV_VAR}=native but the GPU kernel of {op} failed on {where}: {reason}"
-        ) from exc
-    with _STATE.lock:
-        if op in _STATE.failed:
-            return
-        _STATE.failed[op] = reason
-    _log.warning(
-        "streamseg GPU kernel of %s failed on %s, using the PyTorch reference for %s from "
-        "now on (slower). Error: %s. Please report it; set %s=reference to silence this.",
-        op, where, op, reason, ENV_VAR,
-    )  # fmt: skip
-
-
-def reference_ops() -> dict[str, str]:
-    """The Triton ops replaced by the reference in this process: op -> the kernel's error."""
-    with _STATE.lock:
-        return dict(_STATE.failed)
-
-
-def clear_kernel_failures() -> None:
-    """Forget failed and proven kernels (tests; a new process starts without them)."""
-    with _STATE.lock:
-        _STATE.failed.clear()
-        _STATE.proven.clear()
-
-
 def status() -> dict[str, object]:
     """What was loaded, from where, or why not (for ``bench ops`` and bug reports)."""
     return {
         "mode": mode(),
         "devices": sorted(_STATE.devices),
         "library": str(_STATE.library) if _STATE.library else None,
-        "error": _STATE.error,
-        "gpu_error": _STATE.gpu_error,
+        "error": _STATE.cpu.error,
+        "gpu_error": _STATE.gpu.error,
         "reference_ops": reference_ops(),
     }

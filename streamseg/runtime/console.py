@@ -14,7 +14,6 @@ the console reaches the other workers through ``streamseg.fleet.view``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import socket
 import tempfile
@@ -29,9 +28,9 @@ from streamseg.telemetry.counters import FRAME_COUNTERS
 from streamseg.track.alerts import AlertsConfig
 
 if TYPE_CHECKING:
+    from streamseg.config.http import HttpConfig
     from streamseg.config.pipeline import PipelineConfig
     from streamseg.configbase.errors import ConfigIssue
-    from streamseg.console.config import HttpConfig
     from streamseg.console.events import EventLog
     from streamseg.fleet.worker import FleetWorker
     from streamseg.record.clips import ClipHook
@@ -80,7 +79,6 @@ class ServiceConsole:
         fleet: FleetWorker | None = None,
         pipeline_path: str | None = None,
     ) -> None:
-        from streamseg.config.loader import validate_pipeline
         from streamseg.console.editor import PipelineEditor
         from streamseg.console.live import LiveView
         from streamseg.console.server import Console
@@ -100,8 +98,7 @@ class ServiceConsole:
             rules_of=lambda cid: self.alerts().cameras.get(cid),
             fps_of=self.fps,
         )
-        validate = functools.partial(validate_pipeline, checks=self.live_issues)
-        editor = PipelineEditor(pipeline_path, validate=validate) if pipeline_path else None
+        editor = PipelineEditor(pipeline_path, checks=self.live_issues) if pipeline_path else None
         if fleet is not None:  # the other workers' consoles fetch this one's live views here
             fleet.advertise(console_address(h, fleet.config.console_url))
         console = Console(

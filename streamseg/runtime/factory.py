@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamseg.config.pipeline import PipelineConfig
+from streamseg.ingest.base import PacketHook
 from streamseg.ingest.config import CameraConfig
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Message
@@ -46,8 +47,6 @@ __all__ = [
 
 log = logging.getLogger("streamseg.runtime")
 
-# clips.on_packet(camera_id, packet: av.Packet, stream: av.VideoStream)
-PacketHook = Callable[[str, Any, Any], None]
 # camera id -> fields added to its messages ({"worker", "epoch"} in a fleet)
 Stamp = Callable[[str], Mapping[str, Any] | None]
 

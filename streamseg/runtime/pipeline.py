@@ -38,6 +38,7 @@ from streamseg.runtime.protocols import SourceLike
 from streamseg.runtime.publishing import PublishStage
 from streamseg.runtime.queues import CameraQueues, StageQueue
 from streamseg.runtime.segmenting import SegmentStage, describe_error
+from streamseg.runtime.stage_context import StageContext
 from streamseg.runtime.stats import PipelineStats
 from streamseg.runtime.tracking import TrackItem, TrackStage
 from streamseg.telemetry.tracing import FrameTracer
@@ -94,43 +95,32 @@ class Pipeline:
             self._add_queue(cid, src)
         self.results: StageQueue[FrameResult] = StageQueue("results", limits.results_queue)
         self.to_publish: StageQueue[list[TrackItem]] = StageQueue("publish", limits.publish_queue)
+        context = StageContext(self.stats, metrics, self.tracer, self._stage_error, self._fail)
         self.track_stage = TrackStage(
             tracker=self.tracker,
             results=self.results,
             to_publish=self.to_publish,
-            stats=self.stats,
-            metrics=metrics,
-            tracer=self.tracer,
+            context=context,
             take=max(limits.batch_size, 1) * 2,
             tap=tap,
             on_events=hooks.on_events,
-            on_error=self._stage_error,
-            on_fail=self._fail,
         )
         self.segment_stage = SegmentStage(
             segmenter=self.segmenter,
             queues=self.queues,
             results=self.results,
-            stats=self.stats,
-            metrics=metrics,
-            tracer=self.tracer,
+            context=context,
             batch_size=limits.batch_size,
             max_wait=limits.max_wait,
             between_batches=hooks.between_batches,
             keep_pixels=self.track_stage.keep_pixels if tap is not None else None,
-            on_error=self._stage_error,
-            on_fail=self._fail,
         )
         self.publish_stage = PublishStage(
             encoder=self.encoder,
             sinks=self.sinks,
             to_publish=self.to_publish,
-            stats=self.stats,
-            metrics=metrics,
-            tracer=self.tracer,
+            context=context,
             drain_timeout=limits.drain_timeout,
-            on_error=self._stage_error,
-            on_fail=self._fail,
         )
         self.delivery = Delivery(
             sinks=len(self.sinks), stats=self.stats, metrics=metrics, tracer=self.tracer

@@ -16,16 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from streamseg.publish.buffered import BufferedSink
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
 from streamseg.runtime.queues import StageQueue
-from streamseg.runtime.stats import PipelineStats
+from streamseg.runtime.stage_context import StageContext
 from streamseg.runtime.tracking import TrackItem
-from streamseg.telemetry.metrics import PipelineMetrics
-from streamseg.telemetry.tracing import FrameTracer
 
 __all__ = ["PublishStage"]
 
@@ -39,10 +37,9 @@ class PublishStage:
         encoder: turns results and events into messages (JSON, once).
         sinks: where every message goes.
         to_publish: where the tracked frames come from.
-        stats / metrics / tracer: counters, instruments and frame traces.
+        context: the pipeline's stats, metrics, tracer and failure reports
+            (``on_error``: an error survived; ``on_fail``: stop the pipeline).
         drain_timeout: seconds from ``stopped_at`` allowed to flush the sinks.
-        on_error: ``(stage, exc, camera)``: log and count an error that was survived.
-        on_fail: ``(stage, exc)``: stop the pipeline for good.
 
     ``stopped_at`` (``time.monotonic()``) is set by the pipeline's ``stop()``;
     ``done`` is set once every sink is flushed and closed.
@@ -54,17 +51,13 @@ class PublishStage:
         encoder: MessageEncoder,
         sinks: Sequence[Sink],
         to_publish: StageQueue[list[TrackItem]],
-        stats: PipelineStats,
-        metrics: PipelineMetrics | None,
-        tracer: FrameTracer,
+        context: StageContext,
         drain_timeout: float,
-        on_error: Callable[[str, BaseException, str | None], None],
-        on_fail: Callable[[str, BaseException], None],
     ) -> None:
         self.encoder, self.sinks, self.to_publish = encoder, list(sinks), to_publish
-        self.stats, self.metrics, self.tracer = stats, metrics, tracer
+        self.stats, self.metrics, self.tracer = context.stats, context.metrics, context.tracer
         self.drain_timeout = drain_timeout
-        self.on_error, self.on_fail = on_error, on_fail
+        self.on_error, self.on_fail = context.on_error, context.on_fail
         self.stopped_at: float | None = None
         self.done = threading.Event()
 

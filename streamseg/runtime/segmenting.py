@@ -33,9 +33,7 @@ from typing import Any
 
 from streamseg.runtime.protocols import SegmenterLike
 from streamseg.runtime.queues import CameraQueues, StageQueue
-from streamseg.runtime.stats import PipelineStats
-from streamseg.telemetry.metrics import PipelineMetrics
-from streamseg.telemetry.tracing import FrameTracer
+from streamseg.runtime.stage_context import StageContext
 from streamseg.types import Frame, FrameBatch, FrameResult, Instances
 
 __all__ = ["IN_FLIGHT", "MAX_FAILED_IN_A_ROW", "SegmentStage", "describe_error"]
@@ -71,14 +69,13 @@ class SegmentStage:
     Args:
         segmenter: the model (``submit``: a future of a batch's instances).
         queues / results: where frames come from and results go.
-        stats / metrics / tracer: counters, instruments and frame traces.
+        context: the pipeline's stats, metrics, tracer and failure reports
+            (``on_error``: an error survived; ``on_fail``: stop the pipeline).
         batch_size / max_wait: batching limits (frames, seconds).
         between_batches: called with the segmenter between two batches
             (hot swap).
         keep_pixels: called with each segmented frame whose pixels the
             console's live view wants after tracking (``None``: none does).
-        on_error: ``(stage, exc)``: log and count an error that was survived.
-        on_fail: ``(stage, exc)``: stop the pipeline for good.
     """
 
     def __init__(
@@ -87,22 +84,18 @@ class SegmentStage:
         segmenter: SegmenterLike,
         queues: CameraQueues,
         results: StageQueue[FrameResult],
-        stats: PipelineStats,
-        metrics: PipelineMetrics | None,
-        tracer: FrameTracer,
+        context: StageContext,
         batch_size: int,
         max_wait: float,
         between_batches: Callable[[SegmenterLike], object] | None,
         keep_pixels: Callable[[Frame], None] | None,
-        on_error: Callable[[str, BaseException], None],
-        on_fail: Callable[[str, BaseException], None],
     ) -> None:
         self.segmenter = segmenter
         self.queues, self.results = queues, results
-        self.stats, self.metrics, self.tracer = stats, metrics, tracer
+        self.stats, self.metrics, self.tracer = context.stats, context.metrics, context.tracer
         self.batch_size, self.max_wait = batch_size, max_wait
         self.between_batches, self.keep_pixels = between_batches, keep_pixels
-        self.on_error, self.on_fail = on_error, on_fail
+        self.on_error, self.on_fail = context.on_error, context.on_fail
         # Batches handed to the model, waiting for their results.
         self._in_flight: StageQueue[InFlight] = StageQueue("in_flight", IN_FLIGHT)
         self._model_cpu = segmenter.cpu_seconds  # as of the last batch queued
@@ -190,7 +183,7 @@ class SegmentStage:
             self.failed_in_a_row += 1
             self.last_error, self.last_error_time = describe_error(exc), time.time()
             in_a_row = self.failed_in_a_row
-        self.on_error("segment", exc)
+        self.on_error("segment", exc, None)
         for f in frames:
             self.stats.lost(f.camera_id, "segment_error")
             self.tracer.end(f, dropped="segment_error")
@@ -218,7 +211,7 @@ class SegmentStage:
             try:
                 self.between_batches(self.segmenter)
             except Exception as exc:
-                self.on_error("segment", exc)
+                self.on_error("segment", exc, None)
 
     def _record_batch(self, frames: Sequence[Frame]) -> None:
         now = time.time()

@@ -21,9 +21,7 @@ from typing import Any
 
 from streamseg.runtime.protocols import FrameTap, TrackingLike
 from streamseg.runtime.queues import StageQueue
-from streamseg.runtime.stats import PipelineStats
-from streamseg.telemetry.metrics import PipelineMetrics
-from streamseg.telemetry.tracing import FrameTracer
+from streamseg.runtime.stage_context import StageContext
 from streamseg.types import Event, Frame, FrameResult
 
 __all__ = ["TrackItem", "TrackStage"]
@@ -37,12 +35,11 @@ class TrackStage:
     Args:
         tracker: the tracking and alerts stage (``PassThrough`` when both are off).
         results / to_publish: where frames come from and go.
-        stats / metrics / tracer: counters, instruments and frame traces.
+        context: the pipeline's stats, metrics, tracer and failure reports
+            (``on_error``: an error survived; ``on_fail``: stop the pipeline).
         take: frames taken from ``results`` at a time, at most.
         tap: the console's live view, or ``None``.
         on_events: called with each frame's alert events (clips around alerts).
-        on_error: ``(stage, exc, camera)``: log and count an error that was survived.
-        on_fail: ``(stage, exc)``: stop the pipeline for good.
     """
 
     def __init__(
@@ -51,19 +48,15 @@ class TrackStage:
         tracker: TrackingLike,
         results: StageQueue[FrameResult],
         to_publish: StageQueue[list[TrackItem]],
-        stats: PipelineStats,
-        metrics: PipelineMetrics | None,
-        tracer: FrameTracer,
+        context: StageContext,
         take: int,
         tap: FrameTap | None,
         on_events: Callable[[list[Event]], None] | None,
-        on_error: Callable[[str, BaseException, str | None], None],
-        on_fail: Callable[[str, BaseException], None],
     ) -> None:
         self.tracker, self.results, self.to_publish = tracker, results, to_publish
-        self.stats, self.metrics, self.tracer = stats, metrics, tracer
+        self.stats, self.metrics, self.tracer = context.stats, context.metrics, context.tracer
         self.take, self.tap, self.on_events = take, tap, on_events
-        self.on_error, self.on_fail = on_error, on_fail
+        self.on_error, self.on_fail = context.on_error, context.on_fail
         self._tapped: dict[tuple[str, int], Any] = {}  # (camera, seq) -> pixels, segment -> track
         self._frame_sizes: dict[str, tuple[int, int]] = {}  # camera -> (H, W) of its last frame
 
@@ -122,9 +115,6 @@ class TrackStage:
                 self.on_events(list(events))
             except Exception as exc:
                 self.on_error("track", exc, camera)
-        if self.metrics is not None:
-            for e in events:
-                self.metrics.events.add(1, {"camera": e.camera_id, "kind": e.kind})
         return tracked, events
 
     def _offer(self, result: FrameResult, events: Sequence[Event]) -> Sequence[Event]:

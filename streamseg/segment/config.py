@@ -39,7 +39,6 @@ from streamseg.streams import control_stream
 if TYPE_CHECKING:
     from streamseg.models.weights import WeightsEntry
 
-# arch_family / class_options are the models registry's; re-exported for callers.
 __all__ = [
     "ArchName",
     "BackendName",
@@ -48,8 +47,6 @@ __all__ = [
     "ModelSource",
     "PrecisionName",
     "TaskName",
-    "arch_family",
-    "class_options",
 ]
 
 log = logging.getLogger("streamseg.config")
@@ -266,7 +263,7 @@ class ModelConfigBase(ModelSource):
         """Keyword arguments for ``Segmenter(...)``; unset thresholds are left out.
 
         ``num_classes`` / ``class_names`` become the arch's own convention
-        (:func:`class_options`): Mask2Former gets ``num_classes - 1``.
+        (:func:`streamseg.models.class_options`): Mask2Former gets ``num_classes - 1``.
         """
         opts: dict[str, Any] = {
             "arch": self.arch,

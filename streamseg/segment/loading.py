@@ -1,7 +1,7 @@
 """Weights file -> ready model: streamseg checkpoints, torchvision ``.pth``, detectron2 ``.pkl``.
 
-Serving (the Segmenter and hot swap), ``eval``, ``label`` and the trainer's
-evaluation all build their model here. A streamseg checkpoint's meta (written
+Serving (the Segmenter and hot swap), ``eval``, ``label``, ``export`` and
+``weights``' check of a file all build their model here. A streamseg checkpoint's meta (written
 by the trainer, see :mod:`streamseg.models.checkpoint`) names the arch, the
 classes and the build options; other files go through the model's own
 converter (:func:`streamseg.models.trained.load_trained_model`).

@@ -24,6 +24,7 @@ import numpy as np
 
 from streamseg.ops import masks_to_rle
 from streamseg.synthetic.scene import DEFAULT_SHAPES, SyntheticScene
+from streamseg.video import Mp4Writer
 
 __all__ = ["scene_url", "write_scene"]
 
@@ -42,32 +43,6 @@ def scene_url(scene: SyntheticScene) -> str:
     if scene.num_frames is not None:
         query += f"&frames={scene.num_frames}"
     return f"synthetic://?{query}"
-
-
-class _VideoWriter:
-    """H.264 in MP4 through PyAV: frame ``i`` gets pts ``i`` in units of ``1/fps``."""
-
-    def __init__(self, path: Path, scene: SyntheticScene, *, crf: int, preset: str) -> None:
-        import av
-
-        self.rate = Fraction(scene.fps).limit_denominator(1001)
-        self.container = av.open(str(path), mode="w")
-        self.stream = self.container.add_stream("libx264", rate=self.rate)
-        self.stream.width, self.stream.height = scene.width, scene.height
-        self.stream.pix_fmt = "yuv420p"
-        self.stream.codec_context.time_base = 1 / self.rate
-        self.stream.options = {"crf": str(crf), "preset": preset}
-        self._av = av
-
-    def write(self, index: int, image: np.ndarray) -> None:
-        frame = self._av.VideoFrame.from_ndarray(image, format="rgb24")
-        frame.pts = index
-        frame.time_base = 1 / self.rate
-        self.container.mux(self.stream.encode(frame))
-
-    def close(self) -> None:
-        self.container.mux(self.stream.encode(None))
-        self.container.close()
 
 
 class _PngWriter:
@@ -136,7 +111,12 @@ def write_scene(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    writer = _VideoWriter(out / video_name, scene, crf=crf, preset=preset) if video else None
+    writer = None
+    if video:
+        rate = Fraction(scene.fps).limit_denominator(1001)
+        writer = Mp4Writer(
+            out / video_name, scene.width, scene.height, rate, crf=crf, preset=preset
+        )
     pngs = _PngWriter(out / "frames", scene) if frames_png else None
     images: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
@@ -149,7 +129,7 @@ def write_scene(
             render_seconds += time.perf_counter() - t0
             pixels = frame.image.numpy()
             if writer is not None:
-                writer.write(index, pixels)
+                writer.write(pixels)
             name = f"{index:06d}.png"
             if pngs is not None:
                 pngs.write(name, pixels)

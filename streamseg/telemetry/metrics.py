@@ -114,7 +114,6 @@ class PipelineMetrics:
         self.stage_errors = c(
             "streamseg.runtime.errors", "{error}", "exceptions caught in a stage (stage)"
         )
-        self.events = c("streamseg.track.events", "{event}", "alert events raised (kind)")
 
     def observe(
         self,

@@ -40,35 +40,20 @@ from typing import TYPE_CHECKING, Annotated, Union
 from pydantic import Field, model_validator
 
 from streamseg.configbase.base import StrictModel
-from streamseg.geometry import ANCHORS, Coordinates, Point, Shapes, to_pixels
+from streamseg.geometry import Coordinates, Point, Shapes, to_pixels
 from streamseg.track.rule_config import (
-    CoverageRule,
-    CrowdingRule,
-    DwellRule,
     LineConfig,
-    LineRule,
     Name,
-    RegionRule,
     RuleFields,
     ZoneConfig,
-    ZoneRule,
 )
 from streamseg.track.rule_kinds import RULE_KINDS
 
 __all__ = [
     "ALERT_KINDS",
-    "ANCHORS",
     "AlertsConfig",
     "CameraAlerts",
-    "CoverageRule",
-    "CrowdingRule",
-    "DwellRule",
-    "LineConfig",
-    "LineRule",
-    "RegionRule",
     "RuleConfig",
-    "ZoneConfig",
-    "ZoneRule",
 ]
 
 

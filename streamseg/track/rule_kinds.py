@@ -43,7 +43,7 @@ class RuleKind:
     and what each alert ``kind`` it publishes means.
 
     The rule class has ``from_config(rule, context)`` (see
-    :class:`streamseg.track.rules.engine.RuleContext`). ``events`` maps each
+    :class:`streamseg.track.rules.context.RuleContext`). ``events`` maps each
     alert kind to one line for the docs; its keys must be the kinds the
     config model's ``events`` field allows (a rule without one publishes a
     single kind named after its ``type``).

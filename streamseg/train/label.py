@@ -33,6 +33,7 @@ from streamseg.track.config import TrackingConfig
 from streamseg.train.evaluate import predict
 from streamseg.train.images import write_png
 from streamseg.types import Frame, FrameResult, Instances
+from streamseg.video import VideoReader
 
 __all__ = [
     "LabelOptions",
@@ -92,23 +93,21 @@ def sample_frames(
     path: Path, *, every: int = 1, fps: float | None = None, max_frames: int | None = None
 ) -> Iterator[tuple[int, float, Tensor]]:
     """``(frame index, pts seconds, uint8 (H, W, 3))`` of the sampled frames of ``path``."""
-    import av
+    next_time: float | None = None
 
-    next_time = None
-    taken = 0
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        for index, frame in enumerate(container.decode(stream)):
-            tb = frame.time_base
-            t = float(frame.pts * tb) if frame.pts is not None and tb is not None else index / 30.0
-            if fps is not None:
-                if next_time is not None and t < next_time - 1e-6:
-                    continue
-                next_time = (t if next_time is None else next_time) + 1.0 / fps
-            elif index % every:
-                continue
-            yield index, t, torch.from_numpy(frame.to_ndarray(format="rgb24"))
-            taken += 1
+    def keep(index: int, time: float | None) -> bool:
+        nonlocal next_time
+        if fps is None:
+            return index % every == 0
+        t = index / 30.0 if time is None else time
+        if next_time is not None and t < next_time - 1e-6:
+            return False
+        next_time = (t if next_time is None else next_time) + 1.0 / fps
+        return True
+
+    with VideoReader(path) as video:
+        for taken, (index, time, image) in enumerate(video.read(keep), start=1):
+            yield index, index / 30.0 if time is None else time, torch.from_numpy(image)
             if max_frames is not None and taken >= max_frames:
                 return
 

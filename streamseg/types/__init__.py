@@ -23,16 +23,17 @@ Conventions used everywhere:
 
 One module per level of the flow: ``frames`` (``Frame``, ``FrameBatch``),
 ``masks`` (``MaskCrops`` and the helpers that read either form),
-``instances`` (``Instances``, ``FrameResult``), ``events`` (``Track``,
+``instances`` (``Instances``, ``FrameResult``), ``regions`` (``Regions``, the
+class-label map a frame's ``Instances`` carry), ``events`` (``Track``,
 ``Event``); every name is imported from here (``from streamseg.types import
 Frame``).
 """
 
-from streamseg.regions import Regions
 from streamseg.types.events import EVENT_SCHEMA_VERSION, Event, Track, TrackState
 from streamseg.types.frames import Frame, FrameBatch
 from streamseg.types.instances import FrameResult, Instances
 from streamseg.types.masks import MaskCrops, frame_masks, mask_grid
+from streamseg.types.regions import Regions
 
 __all__ = [
     "EVENT_SCHEMA_VERSION",

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from streamseg.regions import Regions
 from streamseg.types.frames import Frame
 from streamseg.types.masks import MaskCrops, frame_masks
+from streamseg.types.regions import Regions
 
 
 class Instances:

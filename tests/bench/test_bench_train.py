@@ -13,7 +13,7 @@ import pytest
 
 from streamseg.cli import main
 from tests.support.servers import cli_env
-from tests.support.training import one_thread
+from tests.support.threads import one_thread
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -68,3 +68,24 @@ def test_a_consumer_group_shares_both_streams(redis_server: RedisServer) -> None
 def test_neither_kind_is_refused(redis_server: RedisServer) -> None:
     with pytest.raises(ValueError, match="nothing to read"):
         Client(redis_server.url).messages([], alerts=False)
+
+
+def test_entries_choose_the_streams_as_messages_do(redis_server: RedisServer) -> None:
+    items = []
+    for seq in range(3):
+        items += [frame_item("gate", seq, alert=True), frame_item("dock", seq)]
+    publish(redis_server.url, items)
+    client = Client(redis_server.url)
+
+    def streams(cameras: list[str] | None, alerts: bool) -> tuple[list[str], list[str]]:
+        typed = client.messages(cameras, alerts=alerts, start="begin", idle_timeout=0.5)
+        raw = client.entries(cameras, alerts=alerts, start="begin", idle_timeout=0.5)
+        return [m.stream for m in typed], [e.stream for e in raw]
+
+    for cameras, alerts in ((None, True), (None, False), (["dock"], False), ([], True)):
+        typed, raw = streams(cameras, alerts)
+        assert typed == raw and typed, (cameras, alerts)
+    assert set(streams(None, False)[1]) == {client.detections_stream(c) for c in ("gate", "dock")}
+    assert set(streams([], True)[1]) == {client.alerts_stream}
+    with pytest.raises(ValueError, match="nothing to read"):
+        client.entries([], alerts=False)

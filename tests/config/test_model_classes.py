@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from streamseg.config import load_pipeline
-from streamseg.models import build_model
-from streamseg.segment.config import class_options
+from streamseg.models import build_model, class_options
 
 NAMES = ["__background__", "person", "car", "bike"]
 

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import yaml
 
-from streamseg.config.loader import validate_pipeline
 from streamseg.console.changes import _find, _put
 from streamseg.console.editor import PipelineEditor, yaml_node
 from tests.support.serve import REPO
@@ -112,7 +111,7 @@ def test_adding_then_removing_a_rule_touches_only_its_lines(tmp_path: Path, styl
     else:
         path, cid = tmp_path / "pipeline.yaml", "b"
         path.write_text(SAFE_DUMP_STYLE)
-    editor = PipelineEditor(path, validate=validate_pipeline, environ={})
+    editor = PipelineEditor(path, environ={})
     original = path.read_text()
 
     editor.change(section_edit(cid, lambda s: _put(s, "rules", RULE["name"], RULE)))
@@ -135,7 +134,7 @@ def test_adding_then_removing_a_rule_touches_only_its_lines(tmp_path: Path, styl
 
 def test_a_new_camera_section_zone_and_a_replaced_rule(tmp_path: Path) -> None:
     path = shipped(tmp_path)
-    editor = PipelineEditor(path, validate=validate_pipeline, environ={})
+    editor = PipelineEditor(path, environ={})
     original = path.read_text()
     # A new zone on a camera with a section already: new lines only.
     zone = {"polygon": [[0.0, 0.0], [0.5, 0.0], [0.5, 0.5]], "coordinates": "normalized"}
@@ -170,7 +169,7 @@ def test_editing_a_line_the_writer_would_restyle_replaces_just_that_line(tmp_pat
     original = path.read_text()
     name = "a-rule-whose-line-is-much-longer-than-eighty-characters"
     rule = {"name": name, "type": "zone", "zone": "left", "min_score": 0.5}
-    PipelineEditor(path, validate=validate_pipeline, environ={}).change(
+    PipelineEditor(path, environ={}).change(
         section_edit("synth-b", lambda s: _put(s, "rules", name, rule))
     )
     gone, added = changed_lines(original, path.read_text())
@@ -195,7 +194,7 @@ def test_removing_replacing_and_adding_the_last_camera_keep_the_blank_line(
     follows: removing or replacing that camera keeps it, adding one puts the new
     camera above it, so removing then adding back gives the file back."""
     path = shipped(tmp_path)
-    editor = PipelineEditor(path, validate=validate_pipeline, environ={})
+    editor = PipelineEditor(path, environ={})
     original = path.read_text()
     entry = yaml.safe_load(original)["cameras"][-1]
     assert entry["id"] == "synth-b" and "    max_fps: 10\n\nmodel:\n" in original

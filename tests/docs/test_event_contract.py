@@ -14,7 +14,8 @@ import pytest
 
 from streamseg.record.events import RECORD_EVENTS
 from streamseg.schemas import contract
-from streamseg.track.alerts import ALERT_KINDS, ZoneRule
+from streamseg.track.alerts import ALERT_KINDS
+from streamseg.track.rule_config import ZoneRule
 from streamseg.track.rule_kinds import RULE_KINDS, RuleKind
 from tests.support.serve import REPO
 

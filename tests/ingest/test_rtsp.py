@@ -10,14 +10,18 @@ from collections.abc import Callable
 
 import pytest
 
-from streamseg.ingest import SourceError, open_source
+from streamseg.ingest import ReconnectPolicy, SourceError, open_source
 from tests.support.rtsp import RtspServer
 from tests.support.servers import free_port
 from tests.support.sources import SourceRunner
 
 pytestmark = pytest.mark.rtsp
 
-FAST = {"initial_backoff": 0.2, "max_backoff": 1.0, "connect_timeout": 3.0, "read_timeout": 2.0}
+FAST = {
+    "reconnect": ReconnectPolicy(initial=0.2, max_delay=1.0),
+    "connect_timeout": 3.0,
+    "read_timeout": 2.0,
+}
 
 
 def states(runner: SourceRunner) -> list[str]:

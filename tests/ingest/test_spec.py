@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamseg.ingest.spec import SCHEMES, SourceError, is_live_url, parse_source_url, url_scheme
+from streamseg.ingest.spec import SCHEMES, SourceError, parse_source_url, url_scheme
 
 
 @pytest.mark.parametrize(
@@ -96,11 +96,13 @@ def test_check_exists(tmp_path: Path) -> None:
     ],
 )
 def test_the_scheme_table_decides_kind_and_liveness(url: str, kind: str | None, live: bool) -> None:
-    assert is_live_url(url) is live
     if kind is None:
         assert url_scheme(url) not in SCHEMES
+        assert not live
     else:
-        assert parse_source_url(url).kind == kind
+        spec = parse_source_url(url)
+        assert spec.kind == kind
+        assert spec.live is live
         if url_scheme(url):
             assert SCHEMES[url_scheme(url)].kind == kind
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamseg.ingest import SourceError, open_source
+from streamseg.ingest import ReconnectPolicy, SourceError, open_source
 from tests.support.sources import SourceRunner
 
 
@@ -18,7 +18,9 @@ def test_missing_device_is_a_clear_error(url: str) -> None:
 def test_a_node_that_is_no_camera_keeps_retrying_with_the_reason() -> None:
     # /dev/null exists but answers no V4L2 ioctl: FFmpeg's v4l2 input refuses it
     source = open_source(
-        camera_id="usb", url="v4l2:///dev/null", initial_backoff=0.05, max_backoff=0.2
+        camera_id="usb",
+        url="v4l2:///dev/null",
+        reconnect=ReconnectPolicy(initial=0.05, max_delay=0.2),
     )
     assert source.live is True
     with SourceRunner(source) as run:

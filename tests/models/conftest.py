@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import torch
+
+from tests.support.threads import one_thread
 
 
 @pytest.fixture(autouse=True)
 def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         yield
-    finally:
-        torch.set_num_threads(before)

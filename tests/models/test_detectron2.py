@@ -25,11 +25,12 @@ from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
 from streamseg.segment.preprocess import preprocess
 from streamseg.synthetic.scene import SyntheticScene
 from streamseg.types import Instances
+from tests.support.checkpoints import SMALL_INPUT
 
 NORM = ("weight", "bias", "running_mean", "running_var")
 WB = ("weight", "bias")
 DEPTHS = (3, 4, 6, 3)  # blocks of res2..res5
-SMALL = {"min_size": 64, "max_size": 96, "rpn_post_nms_top_n": 50, "score_threshold": 0.0}
+SMALL = {**SMALL_INPUT, "rpn_post_nms_top_n": 50, "score_threshold": 0.0}
 
 Arrays = dict[str, np.ndarray]
 

@@ -5,7 +5,6 @@ The ``tiny`` config on 96x128 frames; about 20 s on one CPU core.
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from streamseg.models.mask2former.build import mask2former_tiny
@@ -33,16 +32,8 @@ def _fixed_loss(model, samples: list[Sample]) -> float:
         return float(sum(model(*_batch(model, samples)).values()))
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny tensors: extra threads only contend on a shared CI machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_short_finetune_lowers_loss_and_raises_mask_ap(one_thread) -> None:
+def test_short_finetune_lowers_loss_and_raises_mask_ap() -> None:
+    # tests/models/conftest.py runs every model test on one thread.
     torch.manual_seed(0)
     data = SyntheticDataset(
         "synthetic://?seed=3&width=128&height=96&objects=3&noise=0", frames=8, stride=5

@@ -17,13 +17,13 @@ import shutil
 import pytest
 import torch
 
-from streamseg.ops import _native
+from streamseg.ops import _mode, _native
 
 
 @pytest.fixture(scope="module")
 def native() -> None:
     assert shutil.which("c++"), "no C++ compiler: run scripts/setup.sh (it installs g++)"
-    assert _native.mode() != "reference", "unset STREAMSEG_OPS=reference to test the native kernels"
+    assert _mode.mode() != "reference", "unset STREAMSEG_OPS=reference to test the native kernels"
     assert "cpu" in _native.load(), _native.status()
 
 

@@ -3,7 +3,7 @@
 
 Two real failures: a Triton kernel the interpreter cannot run (a block of
 100, not a power of two) through the same guard the ops use
-(``streamseg.ops._native.launch``), and our own NMS and RLE kernels on a
+(``streamseg.ops._launch.launch``), and our own NMS and RLE kernels on a
 device with too little shared memory, where Triton's launcher raises
 ``OutOfResources`` (``tests/ops/triton_fallback.py``, on the recording
 driver of the launch tests, in a process without the interpreter).
@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from streamseg import ops
-from streamseg.ops import _native
+from streamseg.ops import _launch, _mode, _native
 from tests.ops.triton_launch_bad import odd_block
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,14 +36,14 @@ OPS = {
 
 @pytest.fixture(autouse=True)
 def _fresh_kernel_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(_native.ENV_VAR, raising=False)
-    _native.clear_kernel_failures()
+    monkeypatch.delenv(_mode.ENV_VAR, raising=False)
+    _launch.clear_kernel_failures()
     yield
-    _native.clear_kernel_failures()
+    _launch.clear_kernel_failures()
 
 
 def _odd(x: torch.Tensor) -> torch.Tensor:
-    return _native.launch("odd_block", x, lambda: odd_block(x), lambda: x * 2)
+    return _launch.launch("odd_block", x, lambda: odd_block(x), lambda: x * 2)
 
 
 def test_auto_answers_with_the_reference_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -60,10 +60,8 @@ def test_auto_answers_with_the_reference_and_warns_once(caplog: pytest.LogCaptur
 
 
 def test_native_raises_naming_the_op_and_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(_native.ENV_VAR, "native")
-    with pytest.raises(
-        _native.NativeOpsError, match=r"odd_block failed on cpu float32.*power of 2"
-    ):
+    monkeypatch.setenv(_mode.ENV_VAR, "native")
+    with pytest.raises(_mode.NativeOpsError, match=r"odd_block failed on cpu float32.*power of 2"):
         _odd(torch.rand(100))
     assert ops.reference_ops() == {}
 
@@ -75,7 +73,7 @@ def test_a_kernel_that_has_run_is_not_replaced_by_a_later_error() -> None:
     x = torch.rand(100)
 
     def call() -> torch.Tensor:
-        return _native.launch("flaky", x, lambda: next(calls)(x), lambda: x * 2)
+        return _launch.launch("flaky", x, lambda: next(calls)(x), lambda: x * 2)
 
     assert torch.equal(call(), x + 1)
     with pytest.raises(Exception, match="power of 2"):
@@ -88,7 +86,7 @@ def test_warm_up_launches_every_kernel_under_the_interpreter() -> None:
 
     gpu_kernels.warm_up(torch.device("cpu"), (torch.float32, torch.bfloat16), backward=True)
     assert ops.reference_ops() == {}
-    proven = {(op, dtype) for op, _device, dtype in _native._STATE.proven}
+    proven = {(op, dtype) for op, _device, dtype in _launch._STATE.proven}
     assert {op for op, _ in proven} == OPS
     assert {("roi_align", "torch.bfloat16"), ("paste_masks", "torch.bfloat16")} <= proven
 

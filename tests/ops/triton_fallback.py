@@ -22,7 +22,7 @@ import sys
 import torch
 from triton.runtime import driver
 
-from streamseg.ops import _native, reference
+from streamseg.ops import _launch, _mode, reference
 from streamseg.ops import triton as gpu_kernels
 from tests.ops.triton_launch import RecordingDriver
 
@@ -41,7 +41,7 @@ def main() -> int:
     driver.set_active(RecordingDriver(90, launches, max_shared_mem=256))
     warnings = _Warnings()
     logging.getLogger("streamseg.ops").addHandler(warnings)
-    out: dict[str, object] = {"mode": _native.mode()}
+    out: dict[str, object] = {"mode": _mode.mode()}
     try:
         gpu_kernels.warm_up(torch.device("cpu"), (torch.float32, torch.bfloat16))
         out["launched"] = sorted({str(launch["kernel"]) for launch in launches})
@@ -52,7 +52,7 @@ def main() -> int:
         out["nms_reference"] = reference.nms(boxes, scores, 0.5).tolist()
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
-    out["reference_ops"] = _native.reference_ops()
+    out["reference_ops"] = _launch.reference_ops()
     out["warnings"] = warnings.messages
     print(json.dumps(out))
     return 0

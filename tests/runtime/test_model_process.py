@@ -30,6 +30,7 @@ from tests.support.checkpoints import NAMES, random_checkpoint
 from tests.support.processes import ended
 from tests.support.serve import scene_pipeline
 from tests.support.servers import RedisServer
+from tests.support.threads import one_thread
 
 URL = "synthetic://?seed=6&width=96&height=64&fps=10&objects=3"
 
@@ -49,13 +50,11 @@ def _same(a: Instances, b: Instances) -> None:
     assert all(torch.equal(x, y) for x, y in zip(a.masks.crops, b.masks.crops, strict=True))
 
 
-@pytest.fixture
-def one_thread() -> Iterator[None]:
+@pytest.fixture(name="one_thread")
+def _one_thread() -> Iterator[None]:
     """In process on one thread, as the worker runs: the same sums, the same results."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    with one_thread():
+        yield
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@ from typing import Any
 
 import torch
 
-from streamseg.models import build_model
+from streamseg.models import build_model, class_options
 from streamseg.models.checkpoint import save_checkpoint
-from streamseg.segment.config import class_options
 from streamseg.types import Instances
 from tests.segment.conftest import SMALL
 

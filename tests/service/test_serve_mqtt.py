@@ -103,6 +103,7 @@ def _restart_and_read_retained(
     """serve again: a new subscriber gets availability online and the camera's state."""
     proc = serve(config, env={"MQTT_PASSWORD": PASSWORD})
     proc.wait_for(lambda: retained(broker, f"{PREFIX}/available") == b"online", 90, "online")
+
     def streaming_state() -> bytes | None:  # the camera's retained state once it streams
         state = retained(broker, f"{PREFIX}/cam/state")
         return state if state and json.loads(state)["health"]["state"] == "streaming" else None

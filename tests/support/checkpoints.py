@@ -10,8 +10,10 @@ from streamseg.models.checkpoint import save_checkpoint
 
 # The synthetic scene's classes.
 NAMES = ["__background__", "disc", "square", "triangle", "star"]
+# The small input size of the model tests, trainer tests and checkpoints: quick to run.
+SMALL_INPUT = {"min_size": 64, "max_size": 96}
 # Small inputs and every detection kept: quick, and random weights still find something.
-OPTIONS = {"min_size": 64, "max_size": 96, "score_threshold": 0.0, "detections_per_image": 5}
+OPTIONS = {**SMALL_INPUT, "score_threshold": 0.0, "detections_per_image": 5}
 
 
 def random_checkpoint(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +91,6 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     from streamseg.models.checkpoint import read_checkpoint
 
     return dict(read_checkpoint(str(path)).state_dict)
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one CPU thread: with several, some CPU kernels reduce in an
-    order that varies from run to run (differences of float rounding), which
-    bit-for-bit comparisons of two runs must exclude."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class StopAt(HookBase):

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamseg import ops
 from streamseg.bench import track as bench
-from streamseg.track.rules import lines, membership, zones
+from streamseg.track.rules import lines, membership, zone_state, zones
 from streamseg.track.stage import TrackingStage
 from streamseg.types import Frame, FrameResult, Instances
 
@@ -125,7 +125,7 @@ class _spied:
         (zones.ZoneRule, "update"),
         (zones.DwellRule, "update"),
         (zones.CrowdingRule, "update"),
-        (zones.ZoneState, "advance"),
+        (zone_state.ZoneState, "advance"),
         (membership.Membership, "step"),
         (membership._CellMap, "classify"),
         (membership._CellMap, "depth"),

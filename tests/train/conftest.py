@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.coco import write_coco
 from tests.support.rtsp import rtsp_server, rtsp_server_factory
-from tests.support.training import one_thread
+from tests.support.threads import one_thread
 
 __all__ = ["coco_dir", "rtsp_server", "rtsp_server_factory"]
 

@@ -16,12 +16,13 @@ from streamseg.models.trained import load_trained_model
 from streamseg.train.config import TrainModelConfig
 from streamseg.train.engine import run_training, seed_everything
 from streamseg.train.modeling import build_train_model
+from tests.support.checkpoints import SMALL_INPUT
 from tests.support.training import tiny_config
 
 SOURCE_NAMES = ("__background__", "disc", "square", "triangle", "star")
 # Reordered, triangle dropped, hexagon added (in the middle).
 TARGET = ("star", "hexagon", "disc", "square")
-OPTIONS = {"min_size": 64, "max_size": 96}
+OPTIONS = dict(SMALL_INPUT)
 # arch -> (its class-dependent layers, the slot of each class in them)
 LAYERS = {
     "maskrcnn_small": {

@@ -29,11 +29,12 @@ from streamseg.train.label import (
     sample_frames,
 )
 from streamseg.types import Instances
+from tests.support.checkpoints import SMALL_INPUT
 from tests.support.coco import write_coco
 from tests.support.training import losses, tiny_config
 
 NAMES = ("__background__", "disc", "square", "triangle", "star")
-OPTIONS = {"min_size": 64, "max_size": 96, "detections_per_image": 8}
+OPTIONS = {**SMALL_INPUT, "detections_per_image": 8}
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,7 @@ def _capped_runs() -> dict[str, Any]:
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
-    logging.getLogger("streamseg.train").addHandler(handler)
-    torch.set_num_threads(1)
+    logging.getLogger("streamseg.train").addHandler(handler)  # one thread: conftest
     with emulated_gpu() as (device, counts), counts.paused():
         memory = counts.memory
         _, _, peak_whole = _run(device, memory, [1] * ITERATIONS)

@@ -14,10 +14,11 @@ from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.train.config import TrainConfig
 from streamseg.train.engine import run_training
+from tests.support.checkpoints import SMALL_INPUT
 from tests.support.training import StopAt, tiny_config, weights
 
 NAMES = ("__background__", "disc", "square", "triangle", "star")
-OPTIONS = {"min_size": 64, "max_size": 96}
+OPTIONS = dict(SMALL_INPUT)
 
 
 def expected_lr(cfg: TrainConfig, iteration: int) -> float:

@@ -39,8 +39,8 @@ from torch import Tensor
 from streamseg.models import InputSpec
 from streamseg.models.checkpoint import CheckpointError, load_pickle_restricted, unwrap_state_dict
 from streamseg.models.maskrcnn.classes import COCO_CONTIGUOUS_CLASS_NAMES
+from streamseg.models.maskrcnn.loaded import LoadedWeights
 from streamseg.models.maskrcnn.styles import DETECTRON2_INPUT
-from streamseg.models.maskrcnn.weights import LoadedWeights
 
 __all__ = ["detectron2_name", "our_name", "read_detectron2"]
 

@@ -7,44 +7,21 @@ missing, unexpected and mis-shaped key.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
-from streamseg.models import InputSpec
 from streamseg.models.checkpoint import CheckpointError, check_state_dict, read_checkpoint
+from streamseg.models.maskrcnn.loaded import LoadedWeights
 from streamseg.models.maskrcnn.model import MaskRCNN
 
-__all__ = ["LoadedWeights", "load_weights", "read_weights", "recorded_style", "weights_style"]
+__all__ = ["load_weights", "read_weights", "recorded_style", "weights_style"]
 
 # torchvision < 0.13 named the mask head's convs mask_fcn1..4.
 _OLD_MASK_FCN = re.compile(r"^roi_heads\.mask_head\.mask_fcn(\d+)\.(weight|bias)$")
-
-
-@dataclasses.dataclass(frozen=True)
-class LoadedWeights:
-    """A state dict in our key names, with what the file says about its model.
-
-    Attributes:
-        state_dict: the tensors, under our key names.
-        source: the file and its format, for messages.
-        class_names: the classes the file was trained for, if it says.
-        input_spec: how the file's model wants its input, if it says.
-        style: ``"torchvision"`` or ``"detectron2"``, if the file says.
-        key_name: shows one of our keys under the file's own naming in
-            error messages (``None``: the file uses our names).
-    """
-
-    state_dict: dict[str, Tensor]
-    source: str
-    class_names: tuple[str, ...] | None = None
-    input_spec: InputSpec | None = None
-    style: str | None = None
-    key_name: Callable[[str], str] | None = None
 
 
 # Detectron2 model-zoo files hold this architecture (see detectron2.py).

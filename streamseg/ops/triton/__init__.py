@@ -14,7 +14,7 @@ and its grid arithmetic runs in CI without a GPU.
 
 Importing this package imports no kernel; :func:`load` does, once.
 :func:`warm_up` calls every op once on a device, so that a kernel that
-cannot launch there is found at start-up (see ``streamseg.ops._native.launch``).
+cannot launch there is found at start-up (see ``streamseg.ops._launch.launch``).
 """
 
 from __future__ import annotations

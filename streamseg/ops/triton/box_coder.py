@@ -16,7 +16,7 @@ from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import decode_boxes_fake
-from streamseg.ops._native import launch
+from streamseg.ops._launch import launch
 from streamseg.ops.transfer import to_device
 
 __all__ = ["decode_boxes"]

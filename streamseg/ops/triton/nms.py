@@ -26,7 +26,7 @@ from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import batched_nms_fake, nms_fake
-from streamseg.ops._native import launch
+from streamseg.ops._launch import launch
 
 __all__ = ["MAX_BOXES", "batched_nms", "nms"]
 

@@ -21,7 +21,7 @@ from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import paste_masks_binary_fake, paste_masks_fake
-from streamseg.ops._native import launch
+from streamseg.ops._launch import launch
 
 __all__ = ["int_boxes", "paste_masks", "paste_masks_binary"]
 

@@ -19,7 +19,7 @@ import triton.language as tl
 from torch import Tensor
 from torch.library import triton_op, wrap_triton
 
-from streamseg.ops._native import launch
+from streamseg.ops._launch import launch
 from streamseg.ops.rle import counts_to_string
 
 __all__ = ["boundaries", "masks_to_rle", "run_lengths"]

@@ -23,7 +23,7 @@ from torch.library import triton_op, wrap_triton
 
 from streamseg.ops import reference as _ref
 from streamseg.ops._fake import roi_align_backward_fake, roi_align_fake
-from streamseg.ops._native import launch
+from streamseg.ops._launch import launch
 
 __all__ = ["roi_align", "roi_align_backward"]
 

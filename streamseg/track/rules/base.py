@@ -9,13 +9,14 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from streamseg.track.rules.membership import positions
 from streamseg.track.view import TrackView
 from streamseg.types import Event, MaskCrops
 
 if TYPE_CHECKING:
-    from streamseg.track.rules.engine import RuleContext
+    from streamseg.track.rules.context import RuleContext
 
-__all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle", "positions"]
+__all__ = ["TIME_EPS", "RuleBase", "class_ids", "mask_rle"]
 
 I64 = NDArray[np.int64]
 
@@ -23,24 +24,6 @@ I64 = NDArray[np.int64]
 # only ~1e-7 s: "0.5 s later" computed as a difference may come out a hair
 # short. Durations compared with thresholds get this much slack.
 TIME_EPS = 1e-6
-
-
-_RANGE: I64 = np.zeros(0, np.int64)
-
-
-def positions(n: int) -> I64:
-    """``np.arange(n)`` as a read-only view of one kept array.
-
-    ``np.arange`` gives up the GIL to fill its array, even for a handful of
-    values, and in ``serve`` another thread then keeps it for a whole
-    switch interval; the kept array grows (by doubling) only when a frame
-    has more tracks than any before.
-    """
-    global _RANGE
-    if n > len(_RANGE):
-        _RANGE = np.arange(max(n, 2 * len(_RANGE), 64), dtype=np.int64)
-        _RANGE.flags.writeable = False
-    return _RANGE[:n]
 
 
 def mask_rle(view: TrackView, i: int) -> dict[str, Any] | None:
@@ -165,40 +148,36 @@ class RuleBase:
         extra: Mapping[str, Any] | None = None,
     ) -> Event:
         """An event of this rule about the ``i``-th track of ``view`` (``None``: no track)."""
-        f = view.frame
         fields: dict[str, Any] = {}
         if i is not None:
-            label = int(view.labels[i])
-            box = view.boxes[i]
-            fields = {
-                "track_id": int(view.ids[i]),
-                "label": label,
-                "label_name": self.label_name(label),
-                "box": (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-                "score": round(float(view.det_scores[i]), 5),
-                "mask_rle": mask_rle(view, i) if self.include_mask else None,
-            }
-        return Event(
-            rule=self.name,
-            kind=kind,
-            camera_id=self.camera_id,
-            time=f.time,
-            frame_seq=f.frame_seq,
-            pts=f.pts,
-            zone=zone,
-            line=line,
-            count=count,
-            extra=dict(extra or {}),
-            **fields,
+            fields = self._track_fields(int(view.ids[i]), int(view.labels[i]), view.boxes[i])
+            fields["score"] = round(float(view.det_scores[i]), 5)
+            fields["mask_rle"] = mask_rle(view, i) if self.include_mask else None
+        return self._event(
+            kind, view, zone=zone, line=line, count=count, extra=dict(extra or {}), **fields
         )
 
     def removed_event(
         self, kind: str, view: TrackView, r: int, *, zone: str | None, extra: Mapping[str, Any]
     ) -> Event:
         """An event about the ``r``-th removed track of ``view`` (no mask, last known box)."""
+        fields = self._track_fields(
+            int(view.removed_ids[r]), int(view.removed_labels[r]), view.removed_boxes[r]
+        )
+        score = round(float(view.removed_scores[r]), 5)
+        return self._event(kind, view, zone=zone, score=score, extra=dict(extra), **fields)
+
+    def _track_fields(self, track_id: int, label: int, box: Any) -> dict[str, Any]:
+        return {
+            "track_id": track_id,
+            "label": label,
+            "label_name": self.label_name(label),
+            "box": (float(box[0]), float(box[1]), float(box[2]), float(box[3])),
+        }
+
+    def _event(self, kind: str, view: TrackView, **fields: Any) -> Event:
+        """This rule's ``kind`` event at ``view``'s frame, with ``fields``."""
         f = view.frame
-        label = int(view.removed_labels[r])
-        box = view.removed_boxes[r]
         return Event(
             rule=self.name,
             kind=kind,
@@ -206,13 +185,7 @@ class RuleBase:
             time=f.time,
             frame_seq=f.frame_seq,
             pts=f.pts,
-            track_id=int(view.removed_ids[r]),
-            label=label,
-            label_name=self.label_name(label),
-            zone=zone,
-            box=(float(box[0]), float(box[1]), float(box[2]), float(box[3])),
-            score=round(float(view.removed_scores[r]), 5),
-            extra=dict(extra),
+            **fields,
         )
 
     @classmethod

@@ -3,13 +3,12 @@
 Which class runs a rule comes from the rule-kind registry
 (:data:`streamseg.track.rule_kinds.RULE_KINDS`); each class builds itself from
 its config entry with ``from_config(rule, context)``, where the
-:class:`RuleContext` hands it the shared arguments and the camera's geometry
-in pixels.
+:class:`~streamseg.track.rules.context.RuleContext` hands it the shared
+arguments and the camera's geometry in pixels.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,14 +21,13 @@ from streamseg.track import alerts as cfg
 from streamseg.track.rule_kinds import kind_of
 from streamseg.track.rules.base import RuleBase, class_ids
 from streamseg.track.rules.checks import RuleError, camera_rule_problems, rule_problems
-from streamseg.track.rules.membership import Membership
-from streamseg.track.rules.zones import ZoneState
+from streamseg.track.rules.context import RuleContext
+from streamseg.track.rules.zone_state import ZoneState
 from streamseg.track.view import TrackView
 from streamseg.types import Event
 
 __all__ = [
     "CameraRules",
-    "RuleContext",
     "RuleError",
     "check_rule_classes",
     "rule_class",
@@ -233,52 +231,6 @@ def _labels(rule: cfg.RuleConfig, class_names: Sequence[str], field: str) -> Any
         return class_ids(rule.classes, class_names, field.rsplit(".rules[", 1)[0] + f".{rule.name}")
     except ValueError as exc:
         raise RuleError(str(exc), field=field) from None
-
-
-@dataclasses.dataclass(frozen=True)
-class RuleContext:
-    """What a rule class needs from its camera to build itself from its config entry.
-
-    Attributes:
-        common: :class:`RuleBase`'s keyword arguments (name, camera, classes,
-            filters, cooldown).
-        polygon: a zone's polygon in frame pixels, by name (shared by the
-            camera's rules on that zone).
-        line: a line's segment in frame pixels and its ``in`` sign (``+1``
-            for ``in_side: right``), by name.
-        zone_states: the camera's :class:`ZoneState` by zone, membership
-            test and filters (rules that would keep the same states share one).
-    """
-
-    common: dict[str, Any]
-    polygon: Callable[[str], Polygon]
-    line: Callable[[str], tuple[Segment, int]]
-    zone_states: dict[tuple[Any, ...], ZoneState] = dataclasses.field(default_factory=dict)
-
-    def zone_options(self, rule: Any) -> dict[str, Any]:
-        """``common`` plus ``zone`` and its inside ``state`` (with the membership
-        test), for rules on a zone."""
-        labels = self.common["labels"]
-        key = (
-            rule.zone,
-            rule.anchor,
-            rule.band,
-            rule.mask_fraction,
-            rule.mask_band,
-            self.common["min_score"],
-            None if labels is None else tuple(labels.tolist()),
-        )
-        state = self.zone_states.get(key)
-        if state is None:
-            membership = Membership(
-                polygon=self.polygon(rule.zone),
-                anchor=rule.anchor,
-                band=rule.band,
-                mask_fraction=rule.mask_fraction,
-                mask_band=rule.mask_band,
-            )
-            state = self.zone_states[key] = ZoneState(membership)
-        return {**self.common, "zone": rule.zone, "state": state}
 
 
 def rule_class(rule: cfg.RuleConfig) -> type[RuleBase]:

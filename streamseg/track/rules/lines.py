@@ -33,7 +33,7 @@ from streamseg.track.view import TrackView
 from streamseg.types import Event
 
 if TYPE_CHECKING:
-    from streamseg.track.rules.engine import RuleContext
+    from streamseg.track.rules.context import RuleContext
 
 __all__ = ["LineRule"]
 

@@ -27,7 +27,6 @@ import torch
 from numpy.typing import NDArray
 
 from streamseg.geometry import EPS, Polygon
-from streamseg.track.rules.base import positions
 from streamseg.track.view import TrackView
 from streamseg.types import mask_grid
 
@@ -42,6 +41,24 @@ Bool = NDArray[np.bool_]
 MASK_GRID = 160
 UNKNOWN, OUT, IN = -1, 0, 1
 FEW = 16  # up to this many points, exact depths in plain Python (numpy's per-call cost dominates)
+
+
+_RANGE: I64 = np.zeros(0, np.int64)
+
+
+def positions(n: int) -> I64:
+    """``np.arange(n)`` as a read-only view of one kept array.
+
+    ``np.arange`` gives up the GIL to fill its array, even for a handful of
+    values, and in ``serve`` another thread then keeps it for a whole
+    switch interval; the kept array grows (by doubling) only when a frame
+    has more tracks than any before.
+    """
+    global _RANGE
+    if n > len(_RANGE):
+        _RANGE = np.arange(max(n, 2 * len(_RANGE), 64), dtype=np.int64)
+        _RANGE.flags.writeable = False
+    return _RANGE[:n]
 
 
 class Membership:

@@ -38,7 +38,7 @@ from streamseg.track.view import TrackView
 from streamseg.types import Event, mask_grid
 
 if TYPE_CHECKING:
-    from streamseg.track.rules.engine import RuleContext
+    from streamseg.track.rules.context import RuleContext
 
 __all__ = ["CoverageRule", "RegionRule"]
 

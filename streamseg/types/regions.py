@@ -4,7 +4,8 @@ Semantic and panoptic segmentation (Mask2Former's ``task: semantic`` /
 ``panoptic``) say which class every pixel shows. Countable things come out as
 :class:`streamseg.types.Instances`; the rest, regions of classes without
 instances, travel as one ``Regions`` per frame, carried by that frame's
-``Instances`` (``Instances.regions``). Re-exported by :mod:`streamseg.types`.
+``Instances`` (``Instances.regions``). Imported as ``from streamseg.types
+import Regions``.
 
 The form is a label map: cheap to make from a per-pixel argmax, disjoint by
 construction, and every question the rules ask ("how much of this zone is
