@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +23,9 @@ from streamseg.runtime.pipeline import Pipeline
 from streamseg.runtime.protocols import SegmenterLike, SourceLike
 from streamseg.runtime.segmenting import describe_error
 from streamseg.types import Frame, FrameBatch, Instances
+
+if TYPE_CHECKING:
+    from streamseg.console.live import LiveView
 
 __all__ = [
     "ConsoleViewers",
@@ -75,7 +78,7 @@ def timed_pipeline(
     config: PipelineConfig,
     segmenter: SegmenterLike,
     sources: dict[str, SourceLike],
-    tap: Any = None,
+    tap: LiveView | None = None,
 ) -> Pipeline:
     """The pipeline ``serve`` would run, on ``sources``, with every latency kept."""
     pipeline = build_pipeline(config, segmenter=segmenter, sources=sources, tap=tap)

@@ -35,7 +35,19 @@ log = logging.getLogger("streamseg.console")
 
 
 class ConsoleBackend(Protocol):
-    """What the console needs from the running service (``streamseg.runtime.Service``)."""
+    """What the console needs from the running service.
+
+    One implementation, ``streamseg.runtime.console.ServiceConsole``, and a
+    protocol on purpose: it is the one seam between the console and the
+    runtime, which sits above it (the runtime builds the ``Console``, feeds its
+    ``LiveView`` frames from the track thread and its ``EventLog`` snapshots from
+    the sinks' feed). The backend answers from the runtime's own parts (the
+    ``Pipeline``, ``ServedCameras``, the hot swap's ``SwapController``), so the
+    console cannot name it without an import circle; turning the order round
+    (the console above the runtime) would need the same seam the other way
+    (the runtime naming a protocol for the live view, the web server's setup
+    and the console's ``attach``/``close``), with three methods' worth more of it.
+    """
 
     def cameras(self) -> dict[str, dict[str, Any]]:
         """``{id: {state, fps, url (redacted), live, reconnects, ...}}``."""

@@ -17,7 +17,6 @@ from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Message
 from streamseg.redact import redact_url
 from streamseg.runtime.protocols import (
-    FrameTap,
     PassThrough,
     SegmenterLike,
     SourceLike,
@@ -27,6 +26,7 @@ from streamseg.segment.config import ModelConfig
 from streamseg.types import Event
 
 if TYPE_CHECKING:
+    from streamseg.console.live import LiveView
     from streamseg.runtime.pipeline import Pipeline
     from streamseg.telemetry.metrics import PipelineMetrics
     from streamseg.telemetry.tracing import FrameTracer
@@ -214,7 +214,7 @@ def build_pipeline(
     tracer: FrameTracer | None = None,
     between_batches: Callable[[SegmenterLike], object] | None = None,
     on_events: Callable[[list[Event]], None] | None = None,
-    tap: FrameTap | None = None,
+    tap: LiveView | None = None,
     tracker: TrackingLike | None = None,
     stamp: Stamp | None = None,
     fence: Callable[[Message], bool] | None = None,

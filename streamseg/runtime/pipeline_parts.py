@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from streamseg.publish.encode import MessageEncoder
 from streamseg.publish.sink import Sink
-from streamseg.runtime.protocols import FrameTap, SegmenterLike, TrackingLike
+from streamseg.runtime.protocols import SegmenterLike, TrackingLike
 from streamseg.telemetry.metrics import PipelineMetrics
 from streamseg.telemetry.tracing import FrameTracer
 from streamseg.types import Event
+
+if TYPE_CHECKING:
+    from streamseg.console.live import LiveView
 
 __all__ = ["PipelineHooks", "PipelineLimits", "PipelineStages", "PipelineTelemetry"]
 
@@ -85,7 +89,7 @@ class PipelineHooks:
 
     between_batches: Callable[[SegmenterLike], object] | None = None
     on_events: Callable[[list[Event]], None] | None = None
-    tap: FrameTap | None = None
+    tap: LiveView | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,16 +7,14 @@ here, so it can be built and tested on its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any, Protocol
-
-from torch import Tensor
 
 from streamseg.ingest.health import CameraHealth
 from streamseg.types import Event, Frame, FrameBatch, FrameResult, Instances
 
-__all__ = ["FrameTap", "PassThrough", "SegmenterLike", "SourceLike", "TrackingLike"]
+__all__ = ["PassThrough", "SegmenterLike", "SourceLike", "TrackingLike"]
 
 
 class SourceLike(Protocol):
@@ -131,24 +129,3 @@ class PassThrough:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-class FrameTap(Protocol):
-    """``streamseg.console.live.LiveView``: tracked frames, with pixels, of watched cameras.
-
-    ``wants`` is asked for every frame after segmentation (pixels are kept
-    only when it says yes); ``offer`` gets them after tracking, in the track
-    thread, with the camera's rule counts (zone occupancy, line in/out) and
-    the frame's alert events, and returns those events as they are to be
-    published (with ``snapshot`` set where one will be written).
-    """
-
-    def wants(self, camera_id: str) -> bool: ...
-
-    def offer(
-        self,
-        image: Tensor,
-        result: FrameResult,
-        counts: Mapping[str, Any],
-        events: Sequence[Event],
-    ) -> Sequence[Event]: ...

@@ -7,7 +7,7 @@
 Thread ``track`` takes the segmented frames in order, gives each to the
 ``TrackingLike`` (``streamseg.track.stage.TrackingStage``: track ids, alert
 events; it knows no queue or thread), hands the frames of watched cameras with
-their pixels to the console's live view (``FrameTap``), passes the events to
+their pixels to the console's live view (``streamseg.console.live.LiveView``), passes the events to
 ``on_events`` (clips around alerts) and queues ``(result, events)`` for
 publishing. A frame the tracker fails goes on untracked, the error logged
 and counted; the stage goes on.
@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from streamseg.runtime.protocols import FrameTap, TrackingLike
+from streamseg.runtime.protocols import TrackingLike
 from streamseg.runtime.queues import StageQueue
 from streamseg.runtime.stage_context import StageContext
 from streamseg.types import Event, Frame, FrameResult
+
+if TYPE_CHECKING:
+    from streamseg.console.live import LiveView
 
 __all__ = ["TrackItem", "TrackStage"]
 
@@ -50,7 +53,7 @@ class TrackStage:
         to_publish: StageQueue[list[TrackItem]],
         context: StageContext,
         take: int,
-        tap: FrameTap | None,
+        tap: LiveView | None,
         on_events: Callable[[list[Event]], None] | None,
     ) -> None:
         self.tracker, self.results, self.to_publish = tracker, results, to_publish
