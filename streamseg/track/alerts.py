@@ -97,7 +97,7 @@ class CameraAlerts(StrictModel):
             if rule.name in seen:
                 problems.append(f"{where}: duplicate rule name; rule names must be unique")
             seen.add(rule.name)
-            line_name, zone_name = getattr(rule, "line", None), getattr(rule, "zone", None)
+            line_name, zone_name = rule.line_name(), rule.zone_name()
             if line_name is not None and line_name not in self.lines:
                 problems.append(f"{where}: unknown line {line_name!r}{_known(self.lines)}")
             if zone_name is not None and zone_name not in self.zones:

@@ -127,6 +127,16 @@ class RuleFields(StrictModel):
         like ``classes``); ``None`` for kinds without one."""
         return None
 
+    def zone_name(self) -> str | None:
+        """The zone this entry names (checked against the camera's ``zones``);
+        ``None`` for kinds without one."""
+        return None
+
+    def line_name(self) -> str | None:
+        """The line this entry names (checked against the camera's ``lines``);
+        ``None`` for kinds without one."""
+        return None
+
 
 class Membership(StrictModel):
     anchor: Anchor = Field(default="bottom_center", description="the box point tested")
@@ -159,6 +169,9 @@ class ZoneRule(RuleFields, Membership):
         default=True, description="exit event (extra.reason = lost) when a track inside is dropped"
     )
 
+    def zone_name(self) -> str:
+        return self.zone
+
 
 class LineRule(RuleFields):
     """``line_in`` / ``line_out`` events and running counts when a track crosses ``line``."""
@@ -173,6 +186,9 @@ class LineRule(RuleFields):
         description="hysteresis, pixels: a crossing counts once the anchor is this far past",
     )
 
+    def line_name(self) -> str:
+        return self.line
+
 
 class DwellRule(RuleFields, Membership):
     """A ``dwell`` event when a track has been inside ``zone`` for ``seconds``."""
@@ -183,6 +199,9 @@ class DwellRule(RuleFields, Membership):
     repeat: float | None = Field(
         default=None, gt=0, description="seconds between further dwell events on the same visit"
     )
+
+    def zone_name(self) -> str:
+        return self.zone
 
 
 class CrowdingRule(RuleFields, Membership):
@@ -198,6 +217,9 @@ class CrowdingRule(RuleFields, Membership):
         default=0.0, ge=0, description="seconds the zone must stay crowded before the event"
     )
     events: list[CrowdKind] = Field(default_factory=lambda: list(_CROWD_KINDS))
+
+    def zone_name(self) -> str:
+        return self.zone
 
     @model_validator(mode="after")
     def _clear_below(self) -> CrowdingRule:
@@ -263,6 +285,9 @@ class CoverageRule(RuleFields):
 
     def region_class(self) -> str:
         return self.region
+
+    def zone_name(self) -> str:
+        return self.zone
 
     @model_validator(mode="after")
     def _one_bound(self) -> CoverageRule:

@@ -12,6 +12,6 @@ from streamseg.models import ARCHITECTURES, Arch
 
 # maskrcnn_small that fails on chosen forward passes (raise, exit, hang),
 # for tests of how the service lives with a failing model.
-ARCHITECTURES.setdefault(
+ARCHITECTURES.register(
     "maskrcnn_small_faulty", Arch("tests.support.faulty_model:maskrcnn_small_faulty", "maskrcnn")
 )

@@ -46,3 +46,33 @@ def test_each_entry_finds_its_row_and_the_rows_say_what_they_need() -> None:
     assert needs["region"] == (True, True, False)
     assert needs["coverage"] == (True, False, False)
     assert needs["zone"] == needs["dwell"] == needs["crowding"] == (False, False, False)
+
+
+@pytest.mark.parametrize(
+    ("rule", "zone", "line"),
+    [
+        ({"type": "zone", "zone": "z"}, "z", None),
+        ({"type": "dwell", "zone": "z", "seconds": 1}, "z", None),
+        ({"type": "crowding", "zone": "z", "max_occupancy": 2}, "z", None),
+        ({"type": "coverage", "zone": "z", "region": "road", "above": 0.1}, "z", None),
+        ({"type": "line", "line": "l"}, None, "l"),
+        ({"type": "region", "region": "road"}, None, None),
+    ],
+    ids=["zone", "dwell", "crowding", "coverage", "line", "region"],
+)
+def test_each_entry_names_its_zone_and_line_and_the_camera_checks_them(
+    rule: dict[str, Any], zone: str | None, line: str | None
+) -> None:
+    cam: dict[str, Any] = {"zones": {"z": ZONE}, "lines": {"l": {"points": [[0, 0], [5, 5]]}}}
+    cfg = AlertsConfig.model_validate(
+        {"cameras": {"cam": {**cam, "rules": [{"name": "r", **rule}]}}}
+    )
+    (entry,) = cfg.cameras["cam"].rules
+    assert (entry.zone_name(), entry.line_name()) == (zone, line)
+    # a camera without the zone or line the entry names refuses it, naming what is missing
+    bare = {"cameras": {"cam": {"rules": [{"name": "r", **rule}]}}}
+    if zone is None and line is None:
+        AlertsConfig.model_validate(bare)
+        return
+    with pytest.raises(ValueError, match=f"unknown {'zone' if zone else 'line'} '{zone or line}'"):
+        AlertsConfig.model_validate(bare)
