@@ -50,16 +50,6 @@ def _camera(pipeline: str, camera: str) -> tuple[Any, Any]:
     return cameras[camera], cfg.record
 
 
-def _reconnect_options(cam: Any) -> dict[str, Any]:
-    """The camera's reconnect policy and timeouts from pipeline.yaml, as ``serve`` uses them."""
-    r = cam.reconnect
-    return {
-        "reconnect": r.policy(),
-        "connect_timeout": r.connect_timeout,
-        "read_timeout": r.read_timeout,
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     # The arguments first: a usage mistake is told at once, before torch is imported.
     if args.duration <= 0:
@@ -80,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if url is None:
         cam, section = _camera(args.pipeline, args.camera)
-        url, options = cam.url, _reconnect_options(cam)
+        url, options = cam.url, {"connection": cam.reconnect.connection()}
         record = section if isinstance(section, RecordConfig) else record
     if url.strip().lower().startswith("synthetic:"):
         raise UsageError(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
@@ -35,6 +34,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from streamseg import backoff as retry
 from streamseg.client.events import ClientError, Entry
 from streamseg.client.order import ArrivalOrder
 
@@ -55,6 +55,12 @@ class Backoff:
     max: float = 5.0
     jitter: float = 0.2
     max_outage: float | None = None
+
+    def policy(self) -> retry.ReconnectPolicy:
+        """The waits as ``streamseg.backoff`` gives them (the sinks' and cameras' policy)."""
+        return retry.ReconnectPolicy(
+            initial=min(self.initial, self.max), max_delay=self.max, jitter=min(self.jitter, 0.99)
+        )
 
 
 def start_id(start: str) -> str:
@@ -113,7 +119,7 @@ class Subscription(Generic[T]):
         self._last_scan = float("-inf")
         self._active: float | None = None  # when the last message came (or the first read)
         self._outage_since: float | None = None
-        self._failures = 0
+        self._retries = retry.Backoff(backoff.policy())
         self.delivered = 0
         self.reconnects = 0
 
@@ -346,16 +352,14 @@ class Subscription(Generic[T]):
             ) from None
         if self.group is not None:  # after it: what Redis holds for us, first
             self._recheck = dict.fromkeys(self._streams, "0")
-        delay = min(b.max, b.initial * 2 ** min(self._failures, 30))
-        self._failures += 1
-        time.sleep(delay * (1 + random.uniform(-b.jitter, b.jitter)))
+        time.sleep(self._retries.next_delay())
 
     def _recovered(self) -> None:
         if self._outage_since is not None:
             log.info("Redis is back after %.1fs", time.monotonic() - self._outage_since)
             self.reconnects += 1
             self._outage_since = None
-        self._failures = 0
+        self._retries.reset()
 
     # -- tracing ----------------------------------------------------------------------
     def _open_span(self, entry: Entry, message: dict[str, Any] | None) -> None:

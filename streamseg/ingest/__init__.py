@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "CameraHealth",
+    "Connection",
     "DemuxSession",
     "HealthState",
     "PacketReader",
@@ -29,7 +30,8 @@ _WHERE = {
     "DemuxSession": "packets",
     "PacketReader": "packets",
     "StreamInfo": "packets",
-    "ReconnectPolicy": "policy",
+    "Connection": "policy",
+    "ReconnectPolicy": "streamseg.backoff",
     "Source": "base",
     "open_source": "source",
     "SourceError": "spec",
@@ -37,10 +39,11 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from streamseg.backoff import ReconnectPolicy
     from streamseg.ingest.base import Source
     from streamseg.ingest.health import CameraHealth, HealthState
     from streamseg.ingest.packets import DemuxSession, PacketReader, StreamInfo
-    from streamseg.ingest.policy import ReconnectPolicy
+    from streamseg.ingest.policy import Connection
     from streamseg.ingest.source import open_source
     from streamseg.ingest.spec import SourceError, parse_source_url
 
@@ -49,6 +52,7 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'streamseg.ingest' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"streamseg.ingest.{module}"), name)
+    where = module if "." in module else f"streamseg.ingest.{module}"
+    value = getattr(importlib.import_module(where), name)
     globals()[name] = value
     return value

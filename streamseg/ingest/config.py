@@ -12,7 +12,8 @@ from streamseg.configbase.choices import check_choice, literal_of
 from streamseg.ingest.spec import DECODERS
 
 if TYPE_CHECKING:
-    from streamseg.ingest.policy import ReconnectPolicy
+    from streamseg.backoff import ReconnectPolicy
+    from streamseg.ingest.policy import Connection
 
 __all__ = ["CameraConfig", "ReconnectConfig", "check_camera_url"]
 
@@ -52,11 +53,17 @@ class ReconnectConfig(StrictModel):
     def policy(self) -> ReconnectPolicy:
         """The backoff as ingest runs it (``serve``'s sources and ``streamseg record``
         alike; a jitter of 1 is just under it there)."""
-        from streamseg.ingest.policy import ReconnectPolicy
+        from streamseg.backoff import ReconnectPolicy
 
         return ReconnectPolicy(
             initial=self.initial_backoff, max_delay=self.max_backoff, jitter=min(self.jitter, 0.99)
         )
+
+    def connection(self) -> Connection:
+        """The backoff and timeouts as the camera's source (or ``streamseg record``) takes them."""
+        from streamseg.ingest.policy import Connection
+
+        return Connection(self.policy(), self.connect_timeout, self.read_timeout)
 
 
 class CameraConfig(StrictModel):

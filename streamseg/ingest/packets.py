@@ -39,8 +39,9 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
+from streamseg.backoff import Backoff
 from streamseg.ingest.health import HealthState, HealthTracker
-from streamseg.ingest.policy import Backoff, ReconnectPolicy
+from streamseg.ingest.policy import Connection
 from streamseg.ingest.spec import SourceError, SourceSpec
 
 __all__ = ["DemuxSession", "PacketReader", "StreamInfo", "is_keyframe"]
@@ -189,9 +190,8 @@ class PacketReader:
         camera_id: for messages.
         spec: the parsed URL (``streamseg.ingest.spec.parse_source_url``).
         live: reconnect on loss (network and V4L2 sources) instead of failing.
-        reconnect: backoff policy between attempts.
-        connect_timeout: seconds for the connection and stream probing.
-        read_timeout: seconds without a packet before the stream counts as stalled.
+        connection: the backoff between attempts and the connect and read
+            timeouts (``Connection()`` by default).
         loop: files: start again at the end.
         options: extra FFmpeg options (strings), on top of the URL's.
         health: tracker to report states to (one is made when ``None``).
@@ -206,22 +206,19 @@ class PacketReader:
         camera_id: str,
         spec: SourceSpec,
         live: bool,
-        reconnect: ReconnectPolicy | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 5.0,
+        connection: Connection | None = None,
         loop: bool = False,
         options: dict[str, str] | None = None,
         health: HealthTracker | None = None,
         fail_first: bool = False,
     ) -> None:
-        if connect_timeout <= 0 or read_timeout <= 0:
-            raise ValueError("connect_timeout and read_timeout must be > 0 seconds")
+        connection = connection or Connection()
         self.camera_id = camera_id
         self.spec = spec
         self.live = live
-        self.policy = reconnect or ReconnectPolicy()
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
+        self.policy = connection.reconnect
+        self.connect_timeout = connection.connect_timeout
+        self.read_timeout = connection.read_timeout
         self.loop = loop
         self.options = dict(options or {})
         self.health = health or HealthTracker(camera_id)

@@ -1,81 +1,37 @@
-"""Reconnect policy (exponential backoff with jitter) and frame-rate limiting."""
+"""How a source connects (``Connection``: the backoff and timeouts) and frame-rate limiting.
+
+The backoff itself, ``ReconnectPolicy`` and ``Backoff``, is ``streamseg.backoff``'s:
+the sinks reconnect with the same policy.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import random
 
-__all__ = ["Backoff", "RateLimiter", "ReconnectPolicy"]
+from streamseg.backoff import ReconnectPolicy
+
+__all__ = ["Connection", "RateLimiter"]
 
 
 @dataclasses.dataclass(frozen=True)
-class ReconnectPolicy:
-    """How a live source retries after losing its stream.
-
-    The n-th consecutive retry (n = 0, 1, ...) waits
-    ``min(max_delay, initial * multiplier**n)`` seconds, scaled by a random
-    factor in ``[1 - jitter, 1 + jitter]`` so that cameras that dropped
-    together do not reconnect in lock step. The count restarts once a
-    connection delivers packets again.
+class Connection:
+    """How a source reaches its stream and keeps it: the one settings object that
+    ``open_source``, ``StreamSource``, ``PacketReader`` and ``streamseg record`` take
+    (a camera's ``reconnect:`` section gives its own, ``ReconnectConfig.connection()``).
 
     Attributes:
-        initial: first delay, seconds (> 0).
-        max_delay: cap on the delay, seconds (>= initial).
-        multiplier: growth per failed attempt (>= 1).
-        jitter: relative spread, in ``[0, 1)``.
-        max_attempts: consecutive failed attempts before the source gives up
-            (state ``failed``); ``None`` retries for ever (the default: a
-            camera may come back after hours).
+        reconnect: the backoff between attempts.
+        connect_timeout: seconds to connect and probe the stream (> 0).
+        read_timeout: seconds without a packet before a live stream is stalled (> 0).
     """
 
-    initial: float = 0.5
-    max_delay: float = 30.0
-    multiplier: float = 2.0
-    jitter: float = 0.2
-    max_attempts: int | None = None
+    reconnect: ReconnectPolicy = dataclasses.field(default_factory=ReconnectPolicy)
+    connect_timeout: float = 5.0
+    read_timeout: float = 5.0
 
     def __post_init__(self) -> None:
-        if not self.initial > 0:
-            raise ValueError(f"reconnect.initial must be > 0 seconds, got {self.initial}")
-        if self.max_delay < self.initial:
-            raise ValueError(
-                f"reconnect.max_delay ({self.max_delay}) must be >= initial ({self.initial})"
-            )
-        if self.multiplier < 1:
-            raise ValueError(f"reconnect.multiplier must be >= 1, got {self.multiplier}")
-        if not 0 <= self.jitter < 1:
-            raise ValueError(f"reconnect.jitter must be in [0, 1), got {self.jitter}")
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise ValueError(f"reconnect.max_attempts must be >= 1, got {self.max_attempts}")
-
-    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number ``attempt`` (0-based)."""
-        base = min(self.max_delay, self.initial * self.multiplier ** min(attempt, 64))
-        r = (rng or random).uniform(-self.jitter, self.jitter)
-        return base * (1.0 + r)
-
-
-class Backoff:
-    """Counts consecutive failures of one source and hands out delays."""
-
-    def __init__(self, policy: ReconnectPolicy, *, seed: int | None = None) -> None:
-        self.policy = policy
-        self.failures = 0
-        self._rng = random.Random(seed)
-
-    def next_delay(self) -> float:
-        """The delay before the next attempt; counts one more failure."""
-        d = self.policy.delay(self.failures, self._rng)
-        self.failures += 1
-        return d
-
-    @property
-    def exhausted(self) -> bool:
-        m = self.policy.max_attempts
-        return m is not None and self.failures >= m
-
-    def reset(self) -> None:
-        self.failures = 0
+        if not (self.connect_timeout > 0 and self.read_timeout > 0):
+            raise ValueError("connect_timeout and read_timeout must be > 0 seconds")
 
 
 class RateLimiter:

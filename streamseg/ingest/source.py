@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from streamseg.ingest.base import PacketHook, Source
 from streamseg.ingest.health import HealthTracker, StateListener
-from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.ingest.policy import Connection
 from streamseg.ingest.spec import (
     DECODERS,
     SourceError,
@@ -34,9 +34,7 @@ def open_source(
     live: bool | None = None,
     realtime: bool = False,
     loop: bool = False,
-    reconnect: ReconnectPolicy | None = None,
-    connect_timeout: float = 5.0,
-    read_timeout: float = 5.0,
+    connection: Connection | None = None,
     device: str = "cpu",
     on_packet: PacketHook | None = None,
     on_state: StateListener | None = None,
@@ -55,10 +53,9 @@ def open_source(
             and paced synthetic sources are; files are live only when paced).
         realtime: files: emit at the clip's frame rate (also ``?pace=1``).
         loop: files: start again at the end (also ``?loop=1``).
-        reconnect: the backoff policy (``ReconnectPolicy()`` by default; a
-            camera's ``reconnect:`` section gives its own with ``policy()``).
-        connect_timeout: seconds to connect and probe the stream.
-        read_timeout: seconds without a packet before a live stream is stalled.
+        connection: the backoff between attempts and the connect and read
+            timeouts (``Connection()`` by default; a camera's ``reconnect:``
+            section gives its own with ``connection()``).
         device: where the ``dali`` decoder leaves frames (``cpu``, ``cuda:N``).
         on_packet: called with ``(camera_id, av.Packet, av.VideoStream)``
             for every demuxed video packet, before decoding.
@@ -76,9 +73,6 @@ def open_source(
         )
     if max_fps is not None and not max_fps > 0:
         raise SourceError(f"camera {camera_id!r}: max_fps must be > 0, got {max_fps}")
-    if connect_timeout <= 0 or read_timeout <= 0:
-        raise SourceError(f"camera {camera_id!r}: connect_timeout and read_timeout must be > 0")
-    policy = reconnect or ReconnectPolicy()
     spec.check_exists(camera_id)
     tracker = HealthTracker(camera_id, secrets=_secrets(url), on_state=on_state)
     if spec.kind == "synthetic":
@@ -102,9 +96,7 @@ def open_source(
         max_fps=max_fps,
         decode=decode,
         device=device,
-        reconnect=policy,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
+        connection=connection or Connection(),
         on_packet=on_packet,
         ffmpeg_options=ffmpeg_options,
         tracker=tracker,
@@ -116,9 +108,7 @@ def open_packet_reader(
     camera_id: str,
     url: str,
     live: bool | None = None,
-    reconnect: ReconnectPolicy | None = None,
-    connect_timeout: float = 5.0,
-    read_timeout: float = 5.0,
+    connection: Connection | None = None,
     fail_first: bool = False,
 ) -> PacketReader:
     """A camera's demuxed packets with the same reconnect policy as ``open_source``.
@@ -144,9 +134,7 @@ def open_packet_reader(
         camera_id=camera_id,
         spec=spec,
         live=spec.live if live is None else live,
-        reconnect=reconnect,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
+        connection=connection,
         health=HealthTracker(camera_id, secrets=_secrets(url)),
         fail_first=fail_first,
     )

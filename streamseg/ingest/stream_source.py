@@ -11,7 +11,7 @@ from streamseg.ingest.base import Emit, PacketHook, Source
 from streamseg.ingest.decoders import DecodeError, Decoder, Picture, make_decoder
 from streamseg.ingest.health import HealthState, HealthTracker
 from streamseg.ingest.packets import DemuxSession, PacketReader
-from streamseg.ingest.policy import RateLimiter, ReconnectPolicy
+from streamseg.ingest.policy import Connection, RateLimiter
 from streamseg.ingest.spec import SourceError, SourceSpec
 
 __all__ = ["Pacer", "StreamSource"]
@@ -60,9 +60,7 @@ class StreamSource(Source):
         max_fps: float | None,
         decode: str,
         device: str,
-        reconnect: ReconnectPolicy,
-        connect_timeout: float,
-        read_timeout: float,
+        connection: Connection,
         on_packet: PacketHook | None,
         ffmpeg_options: dict[str, str] | None,
         tracker: HealthTracker,
@@ -78,9 +76,7 @@ class StreamSource(Source):
             camera_id=camera_id,
             spec=spec,
             live=spec.live,
-            reconnect=reconnect,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
+            connection=connection,
             loop=loop,
             options=ffmpeg_options,
             health=tracker,

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from streamseg.backoff import Backoff
 from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.sink import (
     CameraHealth,
@@ -87,7 +88,7 @@ class BufferedSink(abc.ABC):
         self.cpu_seconds = 0.0
         self.reconnects = 0  # successful reconnections
         self.reconnect_attempts = 0  # connection attempts while the destination was away
-        self._failures = 0
+        self._backoff = Backoff(delivery.reconnect)
         self._next_attempt = 0.0
         self._next_tick = 0.0
         self._down_since: float | None = None
@@ -344,8 +345,7 @@ class BufferedSink(abc.ABC):
     def _failed(self, exc: BaseException, op: str) -> None:
         self._error(op, exc)
         was_up = self.connected or self._down_since is None
-        self._failures += 1
-        delay = self.delivery.backoff(self._failures)
+        delay = self._backoff.next_delay()
         with self._cond:
             self.connected = False
             self._next_attempt = time.monotonic() + delay
@@ -378,7 +378,7 @@ class BufferedSink(abc.ABC):
         with self._cond:
             self.connected = True
             self._cond.notify_all()
-        self._failures = 0
+        self._backoff.reset()
         self._down_since = None
 
     def _scrub(self, text: str) -> str:

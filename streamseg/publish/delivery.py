@@ -8,8 +8,9 @@ on its own.
 from __future__ import annotations
 
 import dataclasses
-import random
 from typing import Any
+
+from streamseg.backoff import ReconnectPolicy
 
 __all__ = ["DeliveryOptions"]
 
@@ -22,16 +23,15 @@ class DeliveryOptions:
         buffer_max: messages kept while the destination is away (the oldest
             are dropped beyond it).
         max_batch: messages per write (one round trip).
-        reconnect_initial / reconnect_max: the wait after the first failure,
-            doubling up to the second, seconds.
-        jitter: each wait is scaled by a random factor in ``[1 - jitter, 1 + jitter]``.
+        reconnect: the wait after each failure in a row (``streamseg.backoff``, the
+            policy a camera's source retries by too).
     """
 
     buffer_max: int = 10_000
     max_batch: int = 256
-    reconnect_initial: float = 0.2
-    reconnect_max: float = 10.0
-    jitter: float = 0.2
+    reconnect: ReconnectPolicy = dataclasses.field(
+        default_factory=lambda: ReconnectPolicy(initial=0.2, max_delay=10.0)
+    )
 
     @classmethod
     def of(cls, section: Any) -> DeliveryOptions:
@@ -40,11 +40,9 @@ class DeliveryOptions:
         return cls(
             buffer_max=section.buffer_max_messages,
             max_batch=section.max_batch,
-            reconnect_initial=section.reconnect_initial,
-            reconnect_max=section.reconnect_max,
+            # a maximum under the first wait caps every wait at it
+            reconnect=ReconnectPolicy(
+                initial=min(section.reconnect_initial, section.reconnect_max),
+                max_delay=section.reconnect_max,
+            ),
         )
-
-    def backoff(self, failures: int) -> float:
-        """Seconds to wait after ``failures`` (>= 1) failed attempts in a row."""
-        delay = min(self.reconnect_max, self.reconnect_initial * 2 ** min(failures - 1, 30))
-        return delay * (1 + random.uniform(-self.jitter, self.jitter))

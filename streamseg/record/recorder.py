@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 from streamseg.ingest.packets import DemuxSession
-from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.ingest.policy import Connection
 from streamseg.ingest.source import open_packet_reader
 from streamseg.record.config import RetentionConfig
 from streamseg.record.diskfull import DiskGuard
@@ -49,6 +49,10 @@ class RecordResult:
     removed: int = 0
 
 
+# ``record``'s own timeouts: longer than a camera's, for a first connection that must succeed.
+RECORD_CONNECTION = Connection(connect_timeout=10.0, read_timeout=10.0)
+
+
 def record_camera(
     *,
     url: str,
@@ -59,9 +63,7 @@ def record_camera(
     container: str = "mp4",
     live: bool | None = None,
     stop: threading.Event | None = None,
-    reconnect: ReconnectPolicy | None = None,
-    connect_timeout: float = 10.0,
-    read_timeout: float = 10.0,
+    connection: Connection = RECORD_CONNECTION,
     retention: Retention | None = None,
 ) -> RecordResult:
     """Record ``duration_s`` seconds of ``url``'s first video stream.
@@ -70,7 +72,7 @@ def record_camera(
     source records exactly that much footage at whatever speed it reads; a
     live source also stops ``WALL_GRACE_S`` seconds of wall time after
     ``duration_s`` in case its stream stalls. The first connection must
-    succeed; later drops are reconnected with ``reconnect`` (seconds).
+    succeed; later drops are reconnected with ``connection``'s backoff.
     ``retention``: the recordings' limits (``record.retention``) and the
     full disk's handling; default: no limits, and a full disk stops writing
     until 64 MiB are free.
@@ -84,9 +86,7 @@ def record_camera(
         camera_id=camera_id,
         url=url,
         live=live,
-        reconnect=reconnect,
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
+        connection=connection,
         fail_first=True,
     )
     done = threading.Event()

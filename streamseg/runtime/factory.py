@@ -55,7 +55,6 @@ def source_options(
     cam: CameraConfig, *, device: str = "cpu", on_packet: PacketHook | None = None
 ) -> dict[str, Any]:
     """Keyword arguments of ``streamseg.ingest.open_source`` for one camera."""
-    r = cam.reconnect
     options: dict[str, Any] = {
         "camera_id": cam.id,
         "url": cam.url,
@@ -64,9 +63,7 @@ def source_options(
         "live": cam.live,
         "realtime": cam.realtime,
         "loop": cam.loop,
-        "reconnect": r.policy(),
-        "connect_timeout": r.connect_timeout,
-        "read_timeout": r.read_timeout,
+        "connection": cam.reconnect.connection(),
         "device": device,
     }
     if on_packet is not None:

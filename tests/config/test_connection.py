@@ -3,9 +3,12 @@ and their delivery settings reach the sink as one object (``DeliveryOptions.of``
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pydantic import ValidationError
 
+from streamseg.backoff import ReconnectPolicy
 from streamseg.ingest.config import ReconnectConfig
 from streamseg.publish.connection import ServerConnection, TLSConfig
 from streamseg.publish.delivery import DeliveryOptions
@@ -57,15 +60,23 @@ def test_what_both_connections_share() -> None:
 def test_delivery_is_one_object_from_the_section() -> None:
     section = mqtt("mqtt://h", buffer_max_messages=7, max_batch=3, reconnect_initial=0.5)
     assert DeliveryOptions.of(section) == DeliveryOptions(
-        buffer_max=7, max_batch=3, reconnect_initial=0.5, reconnect_max=10.0
+        buffer_max=7, max_batch=3, reconnect=ReconnectPolicy(initial=0.5, max_delay=10.0)
     )
     assert DeliveryOptions.of(redis("redis://h")) == DeliveryOptions()  # the same defaults
-    waits = [DeliveryOptions(reconnect_initial=0.5, reconnect_max=3.0, jitter=0).backoff(n) for n in
-             range(1, 6)]  # fmt: skip
+    # the sinks' waits are the cameras' policy (streamseg.backoff), from the section's fields
+    fast = DeliveryOptions.of(mqtt("mqtt://h", reconnect_initial=0.5, reconnect_max=3.0))
+    waits = [dataclasses.replace(fast.reconnect, jitter=0).delay(n) for n in range(5)]
     assert waits == [0.5, 1.0, 2.0, 3.0, 3.0]
+    # a maximum under the first wait caps every wait, as the section allows
+    capped = DeliveryOptions.of(mqtt("mqtt://h", reconnect_initial=5.0, reconnect_max=1.0))
+    assert capped.reconnect.delay(0) == pytest.approx(1.0, rel=0.21)
 
 
 def test_the_camera_reconnect_policy_is_built_once() -> None:
     policy = ReconnectConfig(initial_backoff=1.5, max_backoff=4.0, jitter=1.0).policy()
     assert (policy.initial, policy.max_delay, policy.jitter) == (1.5, 4.0, 0.99)
     assert ReconnectConfig().policy().delay(0) == pytest.approx(0.5, rel=0.21)
+    # the timeouts travel with it, one object from the camera's section to the source
+    conn = ReconnectConfig(connect_timeout=2.0, read_timeout=7.0).connection()
+    assert (conn.connect_timeout, conn.read_timeout) == (2.0, 7.0)
+    assert conn.reconnect == ReconnectConfig().policy()

@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from streamseg.ingest import PacketReader, SourceError, open_source, parse_source_url
+from streamseg.ingest import Connection, PacketReader, SourceError, open_source, parse_source_url
 from streamseg.ingest.dali import DaliDecoder, remux_matroska
 from streamseg.ingest.decoders import PyAVDecoder
 from tests.support.rtsp import RtspServer
@@ -115,7 +115,9 @@ def test_matroska_gop_chunks_of_rtsp_h264_decode(rtsp_server: RtspServer) -> Non
 
 def test_dali_over_rtsp_vp9(rtsp_server_factory: Callable[..., RtspServer]) -> None:
     server = rtsp_server_factory(codec="vp9", gop=5)
-    source = open_source(camera_id="v", url=server.url, decode="dali", read_timeout=3)
+    source = open_source(
+        camera_id="v", url=server.url, decode="dali", connection=Connection(read_timeout=3)
+    )
     with SourceRunner(source) as run:
         run.wait_frames(12, timeout=20)
     pts = [f.pts for f in run.frames if f.pts is not None]

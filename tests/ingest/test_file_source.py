@@ -146,7 +146,6 @@ def test_unreadable_file_fails_with_the_reason(tmp_path: Path) -> None:
         ({"url": "ftp://h/a.mp4"}, "unsupported URL scheme 'ftp'"),
         ({"url": "synthetic://", "decode": "nvdec"}, "decode must be one of pyav, dali"),
         ({"url": "synthetic://", "max_fps": 0}, "max_fps must be > 0"),
-        ({"url": "synthetic://", "read_timeout": 0}, "read_timeout must be > 0"),
     ],
 )
 def test_bad_options_are_clear_errors(kwargs: dict[str, Any], message: str) -> None:

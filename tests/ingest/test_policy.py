@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from streamseg.ingest.policy import Backoff, RateLimiter, ReconnectPolicy
+from streamseg.backoff import Backoff, ReconnectPolicy
+from streamseg.ingest.policy import Connection, RateLimiter
 
 
 def test_backoff_grows_exponentially_and_caps() -> None:
@@ -47,6 +48,12 @@ def test_backoff_exhausted_after_max_attempts() -> None:
 def test_policy_rejects_bad_values(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ReconnectPolicy(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{"read_timeout": 0}, {"connect_timeout": -1.0}])
+def test_connection_rejects_a_timeout_that_is_not_positive(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="connect_timeout and read_timeout must be > 0"):
+        Connection(**kwargs)
 
 
 def _kept(limiter: RateLimiter, times: list[float]) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import socket
@@ -10,18 +11,16 @@ from collections.abc import Callable
 
 import pytest
 
-from streamseg.ingest import ReconnectPolicy, SourceError, open_source
+from streamseg.ingest import Connection, ReconnectPolicy, SourceError, open_source
 from tests.support.rtsp import RtspServer
 from tests.support.servers import free_port
 from tests.support.sources import SourceRunner
 
 pytestmark = pytest.mark.rtsp
 
-FAST = {
-    "reconnect": ReconnectPolicy(initial=0.2, max_delay=1.0),
-    "connect_timeout": 3.0,
-    "read_timeout": 2.0,
-}
+FAST = Connection(
+    ReconnectPolicy(initial=0.2, max_delay=1.0), connect_timeout=3.0, read_timeout=2.0
+)
 
 
 def states(runner: SourceRunner) -> list[str]:
@@ -29,7 +28,7 @@ def states(runner: SourceRunner) -> list[str]:
 
 
 def test_rtsp_frames_have_sane_timestamps(rtsp_server: RtspServer) -> None:
-    source = open_source(camera_id="cam", url=rtsp_server.url, **FAST)
+    source = open_source(camera_id="cam", url=rtsp_server.url, connection=FAST)
     assert source.live is True
     with SourceRunner(source) as run:
         run.wait_frames(20, timeout=15)
@@ -54,7 +53,7 @@ def test_rtsp_frames_have_sane_timestamps(rtsp_server: RtspServer) -> None:
 
 
 def test_server_restart_reconnects_and_frames_resume(rtsp_server: RtspServer) -> None:
-    source = open_source(camera_id="cam", url=rtsp_server.url, **FAST)
+    source = open_source(camera_id="cam", url=rtsp_server.url, connection=FAST)
     with SourceRunner(source) as run:
         run.wait_frames(5, timeout=15)
         rtsp_server.kill()
@@ -77,18 +76,18 @@ def test_server_restart_reconnects_and_frames_resume(rtsp_server: RtspServer) ->
 
 
 def test_stall_is_detected_within_read_timeout(rtsp_server: RtspServer) -> None:
-    source = open_source(camera_id="cam", url=rtsp_server.url, **FAST)
+    source = open_source(camera_id="cam", url=rtsp_server.url, connection=FAST)
     with SourceRunner(source) as run:
         run.wait_frames(5, timeout=15)
         rtsp_server.stall()
         t_stall = time.time()
-        run.wait_for(lambda: "stalled" in states(run), FAST["read_timeout"] + 1.5, "stalled")
+        run.wait_for(lambda: "stalled" in states(run), FAST.read_timeout + 1.5, "stalled")
         stalled_at = next(t for t, s in source.health_history() if s == "stalled")
         last_frame = source.health.last_frame_time
         assert last_frame is not None
         # declared stalled within read_timeout of the last frame (+ polling slack)
-        assert stalled_at - last_frame <= FAST["read_timeout"] + 0.5
-        assert stalled_at - t_stall <= FAST["read_timeout"] + 0.5
+        assert stalled_at - last_frame <= FAST.read_timeout + 0.5
+        assert stalled_at - t_stall <= FAST.read_timeout + 0.5
         assert "read timeout" in (source.health.last_error or "")
         assert source.health.stalls >= 1
         rtsp_server.resume()
@@ -102,7 +101,9 @@ def test_stall_is_detected_within_read_timeout(rtsp_server: RtspServer) -> None:
 
 
 def test_stop_returns_promptly_while_stalled(rtsp_server: RtspServer) -> None:
-    source = open_source(camera_id="cam", url=rtsp_server.url, **{**FAST, "read_timeout": 4.0})
+    source = open_source(
+        camera_id="cam", url=rtsp_server.url, connection=dataclasses.replace(FAST, read_timeout=4.0)
+    )
     run = SourceRunner(source).start()
     run.wait_frames(3, timeout=15)
     rtsp_server.stall()
@@ -115,8 +116,8 @@ def test_stop_returns_promptly_while_stalled(rtsp_server: RtspServer) -> None:
 
 def test_one_dead_camera_does_not_disturb_another(rtsp_server: RtspServer) -> None:
     dead_url = f"rtsp://127.0.0.1:{free_port()}/stream"  # nothing listens there
-    good = open_source(camera_id="good", url=rtsp_server.url, **FAST)
-    dead = open_source(camera_id="dead", url=dead_url, **FAST)
+    good = open_source(camera_id="good", url=rtsp_server.url, connection=FAST)
+    dead = open_source(camera_id="dead", url=dead_url, connection=FAST)
     with SourceRunner(good) as g, SourceRunner(dead) as d:
         g.wait_frames(5, timeout=15)
         t0, n0 = time.monotonic(), g.count()
@@ -135,7 +136,9 @@ def test_connect_timeout_on_a_server_that_never_answers() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         url = f"rtsp://127.0.0.1:{silent.getsockname()[1]}/stream"
-        source = open_source(camera_id="mute", url=url, **{**FAST, "connect_timeout": 1.0})
+        source = open_source(
+            camera_id="mute", url=url, connection=dataclasses.replace(FAST, connect_timeout=1.0)
+        )
         with SourceRunner(source) as run:
             run.wait_state("backing_off", timeout=5)
         assert "connect timeout" in (source.health.last_error or "")
@@ -143,7 +146,7 @@ def test_connect_timeout_on_a_server_that_never_answers() -> None:
 
 
 def test_max_fps_on_a_live_stream(rtsp_server: RtspServer) -> None:
-    source = open_source(camera_id="cam", url=rtsp_server.url, max_fps=5, **FAST)
+    source = open_source(camera_id="cam", url=rtsp_server.url, max_fps=5, connection=FAST)
     with SourceRunner(source) as run:
         run.wait_frames(8, timeout=20)
     h = source.health
@@ -159,8 +162,8 @@ def test_credentials_never_leak(
     caplog.set_level(logging.DEBUG)
     server = rtsp_server_factory(user="viewer", password="s3cr3t-pw")
     wrong = server.url.replace("s3cr3t-pw", "wr0ng-pw")
-    right = open_source(camera_id="right", url=server.url, **FAST)
-    bad = open_source(camera_id="bad", url=wrong, **FAST)
+    right = open_source(camera_id="right", url=server.url, connection=FAST)
+    bad = open_source(camera_id="bad", url=wrong, connection=FAST)
     assert right.url == f"rtsp://viewer:***@127.0.0.1:{server.port}/stream"
     assert "s3cr3t" not in repr(right)
     with SourceRunner(right) as r, SourceRunner(bad) as b:
@@ -174,11 +177,11 @@ def test_credentials_never_leak(
 
 
 def test_failed_after_max_attempts_names_the_camera() -> None:
-    from streamseg.ingest.policy import ReconnectPolicy
-
     url = f"rtsp://admin:pw123@127.0.0.1:{free_port()}/s"
     policy = ReconnectPolicy(initial=0.05, max_delay=0.1, max_attempts=2)
-    source = open_source(camera_id="gone", url=url, reconnect=policy, connect_timeout=2)
+    source = open_source(
+        camera_id="gone", url=url, connection=Connection(policy, connect_timeout=2)
+    )
     with SourceRunner(source) as run:
         assert run.join(10)
     assert isinstance(run.error, SourceError)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamseg.ingest import ReconnectPolicy, SourceError, open_source
+from streamseg.ingest import Connection, ReconnectPolicy, SourceError, open_source
 from tests.support.sources import SourceRunner
 
 
@@ -20,7 +20,7 @@ def test_a_node_that_is_no_camera_keeps_retrying_with_the_reason() -> None:
     source = open_source(
         camera_id="usb",
         url="v4l2:///dev/null",
-        reconnect=ReconnectPolicy(initial=0.05, max_delay=0.2),
+        connection=Connection(ReconnectPolicy(initial=0.05, max_delay=0.2)),
     )
     assert source.live is True
     with SourceRunner(source) as run:

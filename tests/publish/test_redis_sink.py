@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from streamseg.backoff import ReconnectPolicy
 from streamseg.publish.connect import redis_client
 from streamseg.publish.delivery import DeliveryOptions
 from streamseg.publish.redis_config import RedisConfig
@@ -54,10 +55,12 @@ def message(i: int, camera: str = "a", kind: str = "detections") -> Message:
 
 
 def start(url: str, **kw) -> tuple[RedisStreamsSink, Recorder]:  # type: ignore[no-untyped-def]
-    """A sink writing to streams ``t:...``; ``kw``: ``maxlen`` or ``DeliveryOptions`` fields
-    (fast reconnects by default)."""
+    """A sink writing to streams ``t:...``; ``kw``: ``maxlen``, ``wait`` (seconds between
+    reconnects; fast by default) or ``DeliveryOptions`` fields."""
     sink_kw = {k: kw.pop(k) for k in ("maxlen", "alerts_maxlen") if k in kw}
-    delivery = DeliveryOptions(**{"reconnect_initial": 0.05, "reconnect_max": 0.2, **kw})
+    wait = kw.pop("wait", None)  # one wait, seconds, after every failure
+    waits = ReconnectPolicy(initial=wait or 0.05, max_delay=wait or 0.2)
+    delivery = DeliveryOptions(**{"reconnect": waits, **kw})
     cfg = RedisConfig(url=url)
     sink = RedisStreamsSink(
         client_factory=lambda: redis_client(cfg, socket_timeout=2),
@@ -146,7 +149,7 @@ def test_buffer_overflow_drops_oldest_and_counts(redis_server: RedisServer) -> N
 
 def test_submit_does_not_block_while_down(redis_server: RedisServer) -> None:
     redis_server.stop()
-    sink, rec = start(redis_server.url, reconnect_initial=5.0, reconnect_max=5.0)
+    sink, rec = start(redis_server.url, wait=5.0)
     t0 = time.monotonic()
     for i in range(50):
         sink.submit([message(i)])

@@ -8,6 +8,7 @@ from pathlib import Path
 import av
 import pytest
 
+from streamseg.ingest.policy import Connection
 from streamseg.ingest.spec import SourceError
 from streamseg.record.clips import ClipHook
 from streamseg.record.config import ClipsConfig, RecordConfig
@@ -65,7 +66,7 @@ def test_missing_source_is_reported_without_password(tmp_path: Path) -> None:
             camera_id="c",
             out_dir=tmp_path,
             duration_s=1,
-            connect_timeout=2,
+            connection=Connection(connect_timeout=2),
         )
     assert "hunter2" not in str(err.value)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import av
 import pytest
 
-from streamseg.ingest.policy import ReconnectPolicy
+from streamseg.backoff import ReconnectPolicy
+from streamseg.ingest.policy import Connection
 from streamseg.record.files import StoredPacket
 from streamseg.record.recorder import record_camera
 from streamseg.record.segments import SegmentWriter
@@ -121,8 +122,9 @@ def test_a_camera_that_drops_is_reconnected(rtsp_server: RtspServer, tmp_path: P
             out_dir=tmp_path,
             duration_s=3.0,
             segment_s=10.0,
-            reconnect=ReconnectPolicy(initial=0.3, max_delay=0.3, jitter=0.0),
-            connect_timeout=3.0,
+            connection=Connection(
+                ReconnectPolicy(initial=0.3, max_delay=0.3, jitter=0.0), connect_timeout=3.0
+            ),
         )
     finally:
         thread.join()
