@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from streamseg.cli import main
 from streamseg.console.overlay import FILL_ALPHA, ZONE_COLOR, track_color
@@ -31,6 +30,7 @@ from tests.support.render import (
     truth_messages,
     write_jsonl,
 )
+from tests.support.serve import write_pipeline
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,7 +56,7 @@ def detections(scene: SyntheticScene, clip: Path) -> Path:
     return write_jsonl(clip.parent / "detections.jsonl", truth_messages(scene, CAMERA, DRAWN))
 
 
-def _pipeline(path: Path, clip: Path) -> Path:
+def _pipeline(folder: Path, clip: Path) -> Path:
     config = {
         "version": 1,
         "cameras": [{"id": CAMERA, "url": f"file://{clip}"}],
@@ -70,8 +70,7 @@ def _pipeline(path: Path, clip: Path) -> Path:
             }
         },
     }
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
+    return write_pipeline(folder, config)
 
 
 def _render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -119,7 +118,7 @@ def test_render_from_jsonl_draws_masks_and_zones(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "out.mp4"
-    pipeline = _pipeline(tmp_path / "pipeline.yaml", clip)
+    pipeline = _pipeline(tmp_path, clip)
     code, stdout, err = _render(
         capsys, str(clip), "--input", str(detections), "-o", str(out), "--pipeline", str(pipeline)
     )
@@ -260,7 +259,7 @@ def test_zone_counts_come_from_the_pipeline_rules(
     from streamseg.config import load_pipeline
     from streamseg.track.replay import class_names_of
 
-    config = load_pipeline(_pipeline(tmp_path / "pipeline.yaml", clip))
+    config = load_pipeline(_pipeline(tmp_path, clip))
     args = argparse.Namespace(camera=None, input=str(detections))
     camera, messages = _camera_messages(Recording.from_file(str(detections)), args)
     stage = _rules_stage(config, camera, class_names_of(messages.values()), "pipeline.yaml")

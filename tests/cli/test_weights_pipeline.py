@@ -19,6 +19,7 @@ import pytest
 
 from tests.segment.backend_cases import write_checkpoint
 from tests.support.httpfiles import FileServer
+from tests.support.serve import checkpoint_model, write_pipeline
 
 NAME = "small-test"
 SCENE = "synthetic://?seed=1&width=160&height=96&frames=4"
@@ -52,21 +53,12 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FileServ
 def pipeline(folder: Path, **model: Any) -> str:
     config = {
         "cameras": [{"id": "cam", "url": SCENE}],
-        "model": {
-            "arch": "maskrcnn_small",
-            "weights": NAME,
-            "min_size": 96,
-            "max_size": 160,
-            "hot_swap": False,
-            **model,
-        },
+        "model": checkpoint_model(NAME, min_size=96, max_size=160, hot_swap=False, **model),
         "redis": {"url": "redis://127.0.0.1:1/0"},
         "http": {"enabled": False},
         "runtime": {"torch_threads": 1},
     }
-    path = folder / "pipeline.yaml"
-    path.write_text(json.dumps(config))
-    return str(path)
+    return str(write_pipeline(folder, config))
 
 
 def test_uncached_name_stops_check_and_serve_with_the_fetch_command(

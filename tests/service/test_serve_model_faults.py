@@ -20,7 +20,13 @@ import pytest
 
 from tests.support.checkpoints import random_checkpoint
 from tests.support.console import call
-from tests.support.serve import ServeProcess, metric, service_pipeline, summary
+from tests.support.serve import (
+    ServeProcess,
+    checkpoint_model,
+    metric,
+    service_pipeline,
+    summary,
+)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -33,19 +39,13 @@ ENDED = "the model's process ended (exit code 70)"
 
 def _config(tmp_path: Path, redis: RedisServer, faults: str, model_process: bool) -> dict:  # type: ignore[type-arg]
     weights = random_checkpoint(tmp_path / "faulty.pth", 0, faults=faults)
-    config = service_pipeline(
+    model = checkpoint_model(weights, arch="maskrcnn_small_faulty", max_wait_ms=200, hot_swap=False)
+    return service_pipeline(
         [{"id": "cam", "url": URL}],
         {"url": redis.url},
         runtime={"torch_threads": 1, "model_process": model_process, "drain_timeout": 10},
+        model=model,
     )
-    config["model"] = {
-        "arch": "maskrcnn_small_faulty",
-        "weights": str(weights),
-        "batch_size": 2,
-        "max_wait_ms": 200,
-        "hot_swap": False,
-    }
-    return config
 
 
 @MODES

@@ -22,12 +22,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.processes import children, ended
-from tests.support.serve import REPO, ServeProcess, summary
+from tests.support.serve import (
+    REPO,
+    ServeProcess,
+    checkpoint_model,
+    service_pipeline,
+    summary,
+    write_pipeline,
+)
 from tests.support.servers import RedisServer, cli_env, free_port
 
 pytestmark = pytest.mark.slow
@@ -35,25 +41,28 @@ pytestmark = pytest.mark.slow
 URL = "synthetic://?seed=5&width=96&height=64&fps=10&objects=3"
 
 
-def _pipeline(folder: Path, http_port: int, redis_url: str, model_process: bool) -> Path:
-    config: dict[str, Any] = {
-        "cameras": [{"id": "cam", "url": URL}],
-        "model": {
-            "arch": "maskrcnn_small",
-            "weights": str(REPO / "models" / "demo_small.pth"),
-            "batch_size": 2,
-            "min_size": 64,
-            "max_size": 96,
-            "hot_swap": False,
+def _pipeline(
+    folder: Path,
+    http_port: int,
+    redis_url: str,
+    model_process: bool,
+    *,
+    weights: Path = REPO / "models" / "demo_small.pth",
+    arch: str = "maskrcnn_small",
+    drain_timeout: float = 10,
+) -> Path:
+    config = service_pipeline(
+        [{"id": "cam", "url": URL}],
+        {"url": redis_url},
+        model=checkpoint_model(weights, arch=arch, min_size=64, max_size=96, hot_swap=False),
+        http={"host": "127.0.0.1", "port": http_port},
+        runtime={
+            "torch_threads": 1,
+            "model_process": model_process,
+            "drain_timeout": drain_timeout,
         },
-        "redis": {"url": redis_url},
-        "http": {"host": "127.0.0.1", "port": http_port},
-        "telemetry": {"metrics": "prometheus", "traces": "none"},
-        "runtime": {"torch_threads": 1, "model_process": model_process, "drain_timeout": 10},
-    }
-    path = folder / "pipeline.yaml"
-    path.write_text(json.dumps(config, indent=1))
-    return path
+    )
+    return write_pipeline(folder, config)
 
 
 def _published(proc: ServeProcess, at_least: int) -> None:
@@ -186,11 +195,15 @@ def test_sigterm_while_the_models_process_starts_ends_both(
     from tests.support.checkpoints import random_checkpoint
 
     http_port = free_port()
-    path = _pipeline(tmp_path, http_port, redis_server.url, model_process=True)
-    config = json.loads(path.read_text())
     weights = random_checkpoint(tmp_path / "hang.pth", 0, faults="0=hang")
-    config["model"].update(arch="maskrcnn_small_faulty", weights=str(weights))
-    path.write_text(json.dumps(config))
+    path = _pipeline(
+        tmp_path,
+        http_port,
+        redis_server.url,
+        model_process=True,
+        weights=weights,
+        arch="maskrcnn_small_faulty",
+    )
     proc = ServeProcess(None, tmp_path, path=path, http_port=http_port).start()
     try:
         proc.wait_for(lambda: "model: loading" in proc.log, 120, "the model's process loading")
@@ -210,12 +223,16 @@ def test_a_drain_that_cannot_finish_says_what_it_waits_for(
     from tests.support.checkpoints import random_checkpoint
 
     http_port = free_port()
-    path = _pipeline(tmp_path, http_port, redis_server.url, model_process=False)
-    config = json.loads(path.read_text())
     weights = random_checkpoint(tmp_path / "hang.pth", 0, faults="2=hang")  # 0: warm-up
-    config["model"].update(arch="maskrcnn_small_faulty", weights=str(weights))
-    config["runtime"]["drain_timeout"] = 2
-    path.write_text(json.dumps(config))
+    path = _pipeline(
+        tmp_path,
+        http_port,
+        redis_server.url,
+        model_process=False,
+        weights=weights,
+        arch="maskrcnn_small_faulty",
+        drain_timeout=2,
+    )
     proc = ServeProcess(None, tmp_path, path=path, http_port=http_port).start()
     try:
         _published(proc, 1)

@@ -19,7 +19,14 @@ import pytest
 from streamseg.cli import main
 from streamseg.models.checkpoint import read_checkpoint, save_checkpoint
 from tests.conftest import run_cli
-from tests.support.serve import REPO, ServeProcess, detections, service_pipeline, summary
+from tests.support.serve import (
+    REPO,
+    ServeProcess,
+    checkpoint_model,
+    detections,
+    service_pipeline,
+    summary,
+)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.slow
@@ -58,15 +65,8 @@ def _clip(tmp_path: Path, frames: int) -> Path:
 def _pipeline(redis: RedisServer, clip: Path, weights: Path, **model: object) -> dict:  # type: ignore[type-arg]
     # Paced like a camera, but not live: backpressure, every frame kept, and it ends.
     cams = [{"id": "clip", "url": str(clip), "realtime": True, "live": False}]
-    config = service_pipeline(cams, {"url": redis.url})
-    config["model"] = {
-        "arch": "maskrcnn_small",
-        "weights": str(weights),
-        "batch_size": 1,
-        "score_threshold": 0.5,
-        **model,
-    }
-    return config
+    model = {"batch_size": 1, "score_threshold": 0.5, **model}
+    return service_pipeline(cams, {"url": redis.url}, model=checkpoint_model(weights, **model))
 
 
 def _labels(messages: list[dict]) -> list[set[str]]:  # type: ignore[type-arg]

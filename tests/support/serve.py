@@ -7,7 +7,10 @@ tests need: ``/healthz`` ``/readyz`` ``/metrics``, waiting for a condition
 
 ``service_pipeline(...)`` builds the config the service tests share: the small
 Mask R-CNN with random weights on the CPU at the frames' own size (160x120),
-one torch thread, fast reconnects.
+one torch thread, fast reconnects. ``checkpoint_model(weights)`` is the model
+section of a checkpoint instead, and ``write_pipeline(folder, tree)`` writes a
+tree where ``serve``, ``check`` and the loader read it: the one pipeline builder
+of the suite (tests add or replace sections, they do not write their own).
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from tests.support.servers import cli_env, free_port
 __all__ = [
     "FAST_RECONNECT",
     "ServeProcess",
+    "checkpoint_model",
     "detections",
     "metric",
     "metric_sum",
     "scene_pipeline",
     "service_pipeline",
     "summary",
+    "write_pipeline",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,6 +81,19 @@ def service_pipeline(cameras: list[dict[str, Any]], redis: dict[str, Any], **sec
     return config
 
 
+def checkpoint_model(weights: Path | str, *, arch: str = "maskrcnn_small", **fields: Any) -> dict:  # type: ignore[type-arg]
+    """The ``model:`` section of a checkpoint (or a catalogue name): ``arch`` with
+    ``weights`` in batches of two; ``fields`` add or replace keys."""
+    return {"arch": arch, "weights": str(weights), "batch_size": 2, **fields}
+
+
+def write_pipeline(folder: Path, tree: Mapping[str, Any]) -> Path:
+    """``tree`` written to ``folder/pipeline.yaml`` (as JSON, which is YAML); its path."""
+    path = folder / "pipeline.yaml"
+    path.write_text(json.dumps(tree, indent=1), encoding="utf-8")
+    return path
+
+
 def _default_signals() -> None:
     """In the child before it runs: SIGINT and SIGTERM as a shell leaves them
     (default, unblocked), whatever this test process did with them. A shell
@@ -99,18 +117,14 @@ def scene_pipeline(
     tracking; written to ``folder/pipeline.yaml`` first."""
     from streamseg.config import load_pipeline
 
-    runtime = {"torch_threads": 1, "model_process": model_process}
-    tree = service_pipeline([{"id": "scene", "url": url}], {"url": redis_url}, runtime=runtime)
-    tree["model"] = {
-        "arch": arch,
-        "weights": str(weights),
-        "batch_size": 2,
-        "max_wait_ms": 1000,  # full batches: two frames each
-    }
-    tree["tracking"] = {"enabled": False}
-    path = folder / "pipeline.yaml"
-    path.write_text(json.dumps(tree))
-    return load_pipeline(path)
+    tree = service_pipeline(
+        [{"id": "scene", "url": url}],
+        {"url": redis_url},
+        runtime={"torch_threads": 1, "model_process": model_process},
+        model=checkpoint_model(weights, arch=arch, max_wait_ms=1000),  # full batches of two
+        tracking={"enabled": False},
+    )
+    return load_pipeline(write_pipeline(folder, tree))
 
 
 class ServeProcess:
