@@ -24,6 +24,7 @@ import logging
 from pathlib import Path
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli.options import add_pipeline
 
 __all__ = ["add_arguments", "run"]
 
@@ -31,7 +32,7 @@ log = logging.getLogger("streamseg.bench")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    add_pipeline(parser)
     parser.add_argument("--workers", type=int, default=3, help="serve workers (at least 3)")
     parser.add_argument("--lease-s", type=float, default=4.0, help="the fleet's lease seconds")
     parser.add_argument(

@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
-from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.cli.options import add_arch, add_device, add_precision
 from streamseg.segment.backends import BACKENDS
 
 __all__ = ["add_arguments", "parse_size", "resize_options", "run"]
@@ -62,9 +62,7 @@ def resize_options(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--arch", default="maskrcnn_small", choices=tuple(ARCHITECTURES), help="model architecture"
-    )
+    add_arch(parser, default="maskrcnn_small")
     parser.add_argument("--weights", help="checkpoint (default: random weights)")
     parser.add_argument(
         "--size",
@@ -87,8 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "eager,inductor,aot (fair on a shared machine); the first is the baseline",
     )
     parser.add_argument("--aot-package", help="the .pt2 of `streamseg export` (--backend aot)")
-    parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS))
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    add_precision(parser)
+    add_device(parser)
     parser.add_argument(
         "--frames",
         default="device",

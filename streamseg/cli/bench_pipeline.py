@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
+from streamseg.cli.options import add_pipeline
 from streamseg.errors import StartupError
 from streamseg.models import TASKS
 
@@ -50,7 +51,7 @@ log = logging.getLogger("streamseg.bench")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    add_pipeline(parser)
     parser.add_argument("--clip", help="a video file to use instead of the pipeline's cameras")
     parser.add_argument("--frames", type=int, default=96, help="frames of the clip to use")
     parser.add_argument(

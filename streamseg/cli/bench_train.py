@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK, UsageError
 from streamseg.cli.bench_model import parse_size
-from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.cli.options import add_arch, add_device, add_precision
 
 if TYPE_CHECKING:
     from streamseg.bench.train import TrainBenchSpec
@@ -37,13 +37,13 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", default="maskrcnn_small", choices=tuple(ARCHITECTURES))
+    add_arch(parser, default="maskrcnn_small")
     parser.add_argument(
         "--size", default="360x640", help="model input HEIGHTxWIDTH (images resized to it)"
     )
     parser.add_argument("--batch", type=int, default=2, help="images per micro-batch")
     parser.add_argument("--accumulation", type=int, default=1, help="micro-batches per iteration")
-    parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS))
+    add_precision(parser)
     parser.add_argument("--channels-last", action="store_true", help="channels-last convs")
     parser.add_argument(
         "--freeze", type=int, default=0, help="model.freeze_backbone_stages (0: train all)"
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", help="a COCO JSON or synthetic:// URL (default: synthetic scenes of --size)"
     )
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    add_device(parser)
     parser.add_argument("--iters", type=int, default=5, help="timed iterations")
     parser.add_argument("--warmup", type=int, default=2, help="untimed iterations first")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")

@@ -22,6 +22,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_OK, EXIT_USAGE
+from streamseg.cli.options import add_pipeline
 
 if TYPE_CHECKING:
     from streamseg.config.pipeline import PipelineConfig
@@ -31,7 +32,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    add_pipeline(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
     parser.add_argument(
         "--no-model",

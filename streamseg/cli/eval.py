@@ -23,7 +23,8 @@ import sys
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
-from streamseg.models import ARCHITECTURES, PRECISIONS, TASKS
+from streamseg.cli.options import add_arch, add_device, add_precision
+from streamseg.models import TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,14 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="COCO JSON or synthetic://?seed=..&frames=N URL (repeat to evaluate on several)",
     )
     parser.add_argument("--images", default=None, help="image folder of a COCO JSON")
-    parser.add_argument(
-        "--arch",
-        default=None,
-        choices=tuple(ARCHITECTURES),
-        help="architecture of a non-streamseg checkpoint",
-    )
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
+    add_arch(parser, help="architecture of a non-streamseg checkpoint")
+    add_device(parser, "cpu or cuda (default: cpu)")
+    add_precision(parser)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-images", type=int, default=None, help="evaluate the first N images")
     parser.add_argument(

@@ -27,21 +27,19 @@ from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
 from streamseg.cli.bench_model import parse_size
-from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.cli.options import add_arch, add_device, add_precision
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--arch", required=True, choices=tuple(ARCHITECTURES), help="model architecture"
-    )
+    add_arch(parser, required=True)
     parser.add_argument("--weights", help="checkpoint (default: random weights)")
     parser.add_argument("--size", required=True, help="frame size HEIGHTxWIDTH, e.g. 360x640")
     parser.add_argument("--batch", type=int, default=1, help="static frames per forward pass")
     parser.add_argument("--out", required=True, help="the package to write (.pt2)")
-    parser.add_argument("--precision", default="fp32", choices=tuple(PRECISIONS))
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    add_precision(parser)
+    add_device(parser)
     parser.add_argument("--channels-last", action="store_true", help="channels-last convs")
     parser.add_argument("--num-classes", type=int, help="classes with background (random weights)")
     parser.add_argument(

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from streamseg.cli import EXIT_FAILURE, EXIT_OK
+from streamseg.cli.options import add_pipeline
 
 __all__ = ["add_arguments", "format_status", "run"]
 
@@ -26,7 +27,7 @@ __all__ = ["add_arguments", "format_status", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="fleet_command", metavar="WHAT", required=True)
     status = sub.add_parser("status", help="workers and cameras of the fleet")
-    status.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    add_pipeline(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from streamseg.cli import EXIT_OK, UsageError
-from streamseg.models import ARCHITECTURES, PRECISIONS
+from streamseg.cli.options import add_arch, add_device, add_precision
 
 _VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".ts", ".h264", ".webm"}
 
@@ -22,12 +22,7 @@ _VIDEO_SUFFIXES = {".mp4", ".mkv", ".mov", ".avi", ".ts", ".h264", ".webm"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="video files, or folders of them (e.g. record's)")
     parser.add_argument("--weights", required=True, help="teacher checkpoint")
-    parser.add_argument(
-        "--arch",
-        default=None,
-        choices=tuple(ARCHITECTURES),
-        help="teacher architecture (non-streamseg files)",
-    )
+    add_arch(parser, help="teacher architecture (non-streamseg files)")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--score-threshold", type=float, default=0.5)
     sampling = parser.add_mutually_exclusive_group()
@@ -48,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. --tracking match_iou=0.1 (repeatable; see docs/training.md)",
     )
     parser.add_argument("--classes", default="", help="comma-separated teacher classes to keep")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
+    add_device(parser)
+    add_precision(parser)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-frames", type=int, default=None, help="per video")
 

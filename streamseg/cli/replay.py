@@ -20,6 +20,7 @@ import json
 import sys
 
 from streamseg.cli import EXIT_OK, UsageError
+from streamseg.cli.options import add_pipeline
 from streamseg.cli.redis_args import (
     add_detections_source,
     load_pipeline_or_exit,
@@ -31,7 +32,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline", metavar="PIPELINE", help="pipeline.yaml with the rules to try")
+    add_pipeline(parser, "pipeline.yaml with the rules to try")
     add_detections_source(
         parser,
         redis_default="the pipeline's redis.url; its password and TLS files apply either way",

@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING
 
 from streamseg.cli import EXIT_FAILURE, UsageError
+from streamseg.cli.options import add_pipeline
 
 if TYPE_CHECKING:
     from streamseg.segment.config import ModelConfig
@@ -29,7 +30,7 @@ log = logging.getLogger("streamseg.serve")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pipeline", metavar="PIPELINE", help="path of a pipeline.yaml")
+    add_pipeline(parser)
     parser.add_argument(
         "--shard",
         default=os.environ.get("STREAMSEG_SHARD"),
