@@ -23,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from streamseg.closing import Closing
+
 __all__ = ["CODECS", "Mp4Writer", "VideoReader"]
 
 # Tried in order: libx264 where the FFmpeg build has it, else mpeg4 (every build has it).
 CODECS = ("libx264", "mpeg4")
 
 
-class Mp4Writer:
+class Mp4Writer(Closing):
     """Frames in, an MP4 out: ``libx264`` (yuv420p) or ``mpeg4``, frame ``i`` at ``i / rate``.
 
     yuv420p halves the chroma planes, so both sides must be even: an odd
@@ -95,14 +97,8 @@ class Mp4Writer:
         finally:
             self.container.close()
 
-    def __enter__(self) -> Mp4Writer:
-        return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class VideoReader:
+class VideoReader(Closing):
     """The frames of a video file's first video stream, as ``uint8 (H, W, 3)`` RGB.
 
     Iterating yields ``(time, image)``: the frame's presentation time in
@@ -150,9 +146,3 @@ class VideoReader:
 
     def close(self) -> None:
         self.container.close()
-
-    def __enter__(self) -> VideoReader:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

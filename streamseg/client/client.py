@@ -31,6 +31,7 @@ from opentelemetry.trace import TracerProvider
 from streamseg.client.events import Alert, Entry, FrameDetections
 from streamseg.client.subscription import Backoff, Subscription, start_id
 from streamseg.client.validate import SchemaValidator
+from streamseg.closing import Closing
 from streamseg.publish.connect import redis_client
 from streamseg.publish.redis_config import RedisConfig
 from streamseg.streams import alerts_stream, detections_pattern, detections_stream
@@ -40,7 +41,7 @@ __all__ = ["Client"]
 T = TypeVar("T")
 
 
-class Client:
+class Client(Closing):
     """A reader of one service's streams (``<prefix>:detections:<camera>``, ``<prefix>:alerts``):
     ``detections()``, ``alerts()``, both together in arrival order (``messages()``),
     or raw ``entries()``.
@@ -226,12 +227,6 @@ class Client:
 
     def close(self) -> None:
         self.redis.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _typed(self, cls: Any, kind: str) -> Callable[[Entry, dict[str, Any] | None], Any]:
         def convert(entry: Entry, message: dict[str, Any] | None) -> Any:

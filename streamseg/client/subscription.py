@@ -37,6 +37,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from streamseg import backoff as retry
 from streamseg.client.events import ClientError, Entry
 from streamseg.client.order import ArrivalOrder
+from streamseg.closing import Closing
 
 __all__ = ["Backoff", "Subscription"]
 
@@ -73,7 +74,7 @@ def start_id(start: str) -> str:
     raise ValueError(f"start must be 'now', 'begin' or a stream entry id, got {start!r}")
 
 
-class Subscription(Generic[T]):
+class Subscription(Closing, Generic[T]):
     """An iterator over the messages of some streams (see the module docstring).
 
     Built by ``Client``; ``convert(entry, message)`` makes what it yields
@@ -181,12 +182,6 @@ class Subscription(Generic[T]):
             sum(map(len, self._acks.values())),
             type(error).__name__,
         )
-
-    def __enter__(self) -> Subscription[T]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- reading --------------------------------------------------------------------
     def _next_entry(self) -> tuple[Entry, dict[str, Any] | None] | None:
