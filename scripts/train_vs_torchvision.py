@@ -152,9 +152,19 @@ def trainable(model: nn.Module) -> list[str]:
     return sorted(n for n, p in model.named_parameters() if p.requires_grad)
 
 
-def optimizer(model: nn.Module) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+def optimizer(side: str, model: nn.Module) -> torch.optim.Optimizer:
+    """SGD, momentum 0.9, weight decay 1e-4: torchvision's reference recipe
+    (``references/detection/train.py``) for it, our trainer's ``build_optimizer``
+    (the same settings) for ours."""
+    if side == "torchvision":
+        params = [p for p in model.parameters() if p.requires_grad]
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
+    from streamseg.train.config import SolverConfig
+    from streamseg.train.solver import build_optimizer
+
+    return build_optimizer(
+        model, SolverConfig(iterations=1, lr=1e-4, momentum=0.9, weight_decay=1e-4)
+    )
 
 
 def forward_fn(side: str, model: nn.Module, images: Tensor, targets: Any) -> Callable[[], Any]:
@@ -332,6 +342,17 @@ class Phases:
         if side == "torchvision":
             parts["box_roi_pool"] = heads.box_roi_pool
             parts["mask_roi_pool"] = heads.mask_roi_pool
+        else:  # our RoI heads pool through a method: time it by its output size
+            pool = heads._pool
+
+            def timed(feats: Any, boxes: Any, sizes: Any, out: int) -> Tensor:
+                t = time.perf_counter()
+                x = pool(feats, boxes, sizes, out)
+                name = "box_roi_pool" if out == heads.settings.box_pool else "mask_roi_pool"
+                self.ms[f"{name}.forward"] += (time.perf_counter() - t) * 1e3
+                return x
+
+            heads._pool = timed
         parts["rpn"] = model.rpn
         parts["roi_heads"] = heads
         for name, module in parts.items():
@@ -423,7 +444,7 @@ def memory_of(side: str, size: int, objects: int) -> dict[str, float]:
     if side == "streamseg":
         model = build_ours(tv.state_dict(), size)
         del tv
-    opt = optimizer(model)
+    opt = optimizer(side, model)
     fwd = forward_fn(side, model, images, targets)
     step(fwd, opt)
     reset_peak_memory(torch.device("cpu"))
@@ -503,8 +524,11 @@ def main() -> None:
         report["agreement"] = agreement(tv, ours, images, targets, args.tolerance, Recorder())
     if "time" not in args.skip:
         sides = {
-            "streamseg": (forward_fn("ours", ours, images, targets), optimizer(ours)),
-            "torchvision": (forward_fn("torchvision", tv, images, targets), optimizer(tv)),
+            "streamseg": (forward_fn("ours", ours, images, targets), optimizer("ours", ours)),
+            "torchvision": (
+                forward_fn("torchvision", tv, images, targets),
+                optimizer("torchvision", tv),
+            ),
         }
         probes = {"streamseg": Phases(ours, "ours"), "torchvision": Phases(tv, "torchvision")}
         report["time"] = alternate(
