@@ -401,7 +401,7 @@ def step(forward: Callable[[], Any], opt: torch.optim.Optimizer) -> tuple[dict[s
         out[f"{phase}_cpu_ms"] = (marks[i + 1][1] - marks[i][1]) * 1e3
     out["step_ms"] = (marks[-1][0] - marks[0][0]) * 1e3
     out["step_cpu_ms"] = (marks[-1][1] - marks[0][1]) * 1e3
-    return out, {k: float(v) for k, v in losses.items()}
+    return out, {k: float(v.detach()) for k, v in losses.items()}
 
 
 def median_of(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -433,10 +433,25 @@ def alternate(sides: dict[str, Any], rounds: int, warmup: int) -> dict[str, Any]
     return out
 
 
+def profile(sides: dict[str, Any], top: int) -> dict[str, Any]:
+    """One step of each under ``torch.profiler``: the ``top`` ops by self CPU time (ms),
+    forward and backward together (autograd's nodes are named ``...Backward0``)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as run
+
+    out = {}
+    for side, (fwd, opt, _) in sides.items():
+        with run(activities=[ProfilerActivity.CPU]) as prof:
+            step(fwd, opt)
+        rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]
+        out[side] = {e.key: round(e.self_cpu_time_total / 1e3, 1) for e in rows}
+    return out
+
+
 # ---------------------------------------------------------------- memory, alone
 
 
-def memory_of(side: str, size: int, objects: int) -> dict[str, float]:
+def memory_of(side: str, size: int, objects: int, channels_last: bool) -> dict[str, float]:
     """Peak RSS of one step of ``side`` alone in this process (after a warm-up step)."""
     images, targets = scenes(size, 2, objects)
     tv = build_torchvision(size)
@@ -444,6 +459,11 @@ def memory_of(side: str, size: int, objects: int) -> dict[str, float]:
     if side == "streamseg":
         model = build_ours(tv.state_dict(), size)
         del tv
+        if channels_last:
+            from streamseg.models.layout import to_channels_last
+
+            to_channels_last(model)
+            images = images.contiguous(memory_format=torch.channels_last)
     opt = optimizer(side, model)
     fwd = forward_fn(side, model, images, targets)
     step(fwd, opt)
@@ -469,6 +489,7 @@ def memory(args: argparse.Namespace) -> dict[str, Any]:
         for _ in range(args.memory_runs):
             cmd = [sys.executable, __file__, "--memory-of", side, "--size", str(args.size)]
             cmd += ["--objects", str(args.objects), "--threads", str(args.threads)]
+            cmd += ["--channels-last"] if args.channels_last else []
             runs.append(json.loads(subprocess.check_output(cmd)))
         out[side] = median_of(runs)
     out["ratio_step_mb"] = round(out["streamseg"]["step_mb"] / out["torchvision"]["step_mb"], 3)
@@ -488,12 +509,16 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=1e-4)
     parser.add_argument("--memory-runs", type=int, default=1)
     parser.add_argument("--skip", nargs="*", default=(), choices=("agreement", "time", "memory"))
+    parser.add_argument(
+        "--channels-last", action="store_true", help="time ours channels-last (its option)"
+    )
+    parser.add_argument("--profile", type=int, default=0, help="also list the N costliest ops")
     parser.add_argument("--memory-of", choices=("streamseg", "torchvision"))
     parser.add_argument("--fixture", help="write the losses-on-one-sampling fixture (.npz) here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.memory_of:
-        print(json.dumps(memory_of(args.memory_of, args.size, args.objects)))
+        print(json.dumps(memory_of(args.memory_of, args.size, args.objects, args.channels_last)))
         return
     import torchvision
 
@@ -502,6 +527,11 @@ def main() -> None:
     ours = build_ours(tv.state_dict(), args.size)
     if trainable(tv) != trainable(ours):
         raise SystemExit("the two models train different parameters")
+    our_images = images
+    if args.channels_last:  # ours only (solver.channels_last): after the agreement check
+        from streamseg.models.layout import to_channels_last
+
+        our_images = images.contiguous(memory_format=torch.channels_last)
     report: dict[str, Any] = {
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
@@ -510,6 +540,7 @@ def main() -> None:
         "images": 2,
         "objects_per_image": args.objects,
         "streamseg_native_cpu_ops": ops.native_cpu(),
+        "streamseg_channels_last": args.channels_last,
         "trainable_parameters": len(trainable(ours)),
     }
     if args.fixture:
@@ -522,18 +553,21 @@ def main() -> None:
         return
     if "agreement" not in args.skip:
         report["agreement"] = agreement(tv, ours, images, targets, args.tolerance, Recorder())
+    if args.channels_last:
+        to_channels_last(ours)
     if "time" not in args.skip:
         sides = {
-            "streamseg": (forward_fn("ours", ours, images, targets), optimizer("ours", ours)),
+            "streamseg": (forward_fn("ours", ours, our_images, targets), optimizer("ours", ours)),
             "torchvision": (
                 forward_fn("torchvision", tv, images, targets),
                 optimizer("torchvision", tv),
             ),
         }
         probes = {"streamseg": Phases(ours, "ours"), "torchvision": Phases(tv, "torchvision")}
-        report["time"] = alternate(
-            {k: (*v, probes[k]) for k, v in sides.items()}, args.rounds, args.warmup
-        )
+        runs = {k: (*v, probes[k]) for k, v in sides.items()}
+        report["time"] = alternate(runs, args.rounds, args.warmup)
+        if args.profile:
+            report["profile_top_ops_ms"] = profile(runs, args.profile)
     del tv, ours
     if "memory" not in args.skip:
         report["memory"] = memory(args)
