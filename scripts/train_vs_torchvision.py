@@ -31,7 +31,7 @@ and an SGD step (momentum 0.9, lr 1e-4) each.
 2. **Time** (``time``): ``--rounds`` steps of each after ``--warmup``,
    alternated (which goes first swaps each round); per phase (forward,
    backward, optimiser step) the median wall and CPU (process time)
-   milliseconds; ``phases`` splits the forward pass by module (forward
+   milliseconds; ``phases`` splits the forward pass by module in CPU ms (forward
    hooks) and the heads' backward pass (gradient hooks on their inputs and
    outputs), medians too.
 ``--fixture FILE.npz`` (with a small ``--size``) writes step 1's inputs, our
@@ -325,7 +325,8 @@ def _same_boxes(a: Tensor, b: Tensor) -> dict[str, Any]:
 
 
 class Phases:
-    """Wall milliseconds per module in the forward pass, and the heads' backward pass."""
+    """CPU (process time) milliseconds per module in the forward pass and the heads'
+    backward pass."""
 
     def __init__(self, model: nn.Module, side: str) -> None:
         self.ms: dict[str, float] = defaultdict(float)
@@ -346,10 +347,10 @@ class Phases:
             pool = heads._pool
 
             def timed(feats: Any, boxes: Any, sizes: Any, out: int) -> Tensor:
-                t = time.perf_counter()
+                t = time.process_time()
                 x = pool(feats, boxes, sizes, out)
                 name = "box_roi_pool" if out == heads.settings.box_pool else "mask_roi_pool"
-                self.ms[f"{name}.forward"] += (time.perf_counter() - t) * 1e3
+                self.ms[f"{name}.forward"] += (time.process_time() - t) * 1e3
                 return x
 
             heads._pool = timed
@@ -362,21 +363,21 @@ class Phases:
         start: dict[str, float] = {}
 
         def pre(m: nn.Module, args: Any) -> None:
-            start[name] = time.perf_counter()
+            start[name] = time.process_time()
 
         def post(m: nn.Module, args: Any, out: Any) -> None:
-            self.ms[f"{name}.forward"] += (time.perf_counter() - start[name]) * 1e3
+            self.ms[f"{name}.forward"] += (time.process_time() - start[name]) * 1e3
             if backward and torch.is_grad_enabled():
                 x = args[0]
                 if isinstance(out, Tensor) and out.requires_grad and x.requires_grad:
-                    out.register_hook(lambda g: start.__setitem__(name + "b", time.perf_counter()))
+                    out.register_hook(lambda g: start.__setitem__(name + "b", time.process_time()))
                     x.register_hook(lambda g: self._stamp(name, start))
 
         self.handles.append(module.register_forward_pre_hook(pre))
         self.handles.append(module.register_forward_hook(post))
 
     def _stamp(self, name: str, start: dict[str, float]) -> None:
-        self.ms[f"{name}.backward"] += (time.perf_counter() - start[name + "b"]) * 1e3
+        self.ms[f"{name}.backward"] += (time.process_time() - start[name + "b"]) * 1e3
 
     def take(self) -> dict[str, float]:
         out = dict(self.ms)
@@ -553,6 +554,7 @@ def main() -> None:
         return
     if "agreement" not in args.skip:
         report["agreement"] = agreement(tv, ours, images, targets, args.tolerance, Recorder())
+        print(json.dumps({"agreement": report["agreement"]}), file=sys.stderr, flush=True)
     if args.channels_last:
         to_channels_last(ours)
     if "time" not in args.skip:
@@ -566,11 +568,13 @@ def main() -> None:
         probes = {"streamseg": Phases(ours, "ours"), "torchvision": Phases(tv, "torchvision")}
         runs = {k: (*v, probes[k]) for k, v in sides.items()}
         report["time"] = alternate(runs, args.rounds, args.warmup)
+        print(json.dumps({"time": report["time"]}), file=sys.stderr, flush=True)
         if args.profile:
             report["profile_top_ops_ms"] = profile(runs, args.profile)
     del tv, ours
     if "memory" not in args.skip:
         report["memory"] = memory(args)
+        print(json.dumps({"memory": report["memory"]}), file=sys.stderr, flush=True)
     print(json.dumps(report, indent=2))
 
 
