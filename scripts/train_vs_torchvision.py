@@ -17,7 +17,12 @@ weights of :func:`streamseg.bench.parity.parity_weights` (torchvision's state
 dict copied into ours as it is: the key names are the same). Both get the same
 2 synthetic images (already normalised and padded: torchvision's transform is
 bypassed, as our trainer's preprocessing is outside the step) and targets,
-and an SGD step (momentum 0.9, lr 1e-4) each.
+and an SGD step each (momentum 0.9, weight decay 1e-4, lr 1e-4: torchvision's
+reference recipe on its side, our trainer's ``build_optimizer`` on ours).
+``--channels-last`` times ours channels-last (its ``solver.channels_last``).
+Our C++ RoIAlign/NMS/box kernels are built for this torch on first use
+(``streamseg_native_cpu_ops`` in the JSON says whether they serve; if not,
+the pure-PyTorch reference ops run).
 
 1. **Losses on the same sampling** (``agreement``): one forward pass of ours
    records the anchors and RoIs its samplers pick and its RPN's proposals;
@@ -31,20 +36,22 @@ and an SGD step (momentum 0.9, lr 1e-4) each.
 2. **Time** (``time``): ``--rounds`` steps of each after ``--warmup``,
    alternated (which goes first swaps each round); per phase (forward,
    backward, optimiser step) the median wall and CPU (process time)
-   milliseconds; ``phases`` splits the forward pass by module in CPU ms (forward
-   hooks) and the heads' backward pass (gradient hooks on their inputs and
-   outputs), medians too.
-``--fixture FILE.npz`` (with a small ``--size``) writes step 1's inputs, our
-sampling and proposals and torchvision's losses for the CI test
-``tests/models/test_maskrcnn_tv_losses.py``, which replays them without
-torchvision.
-
+   milliseconds; ``phases`` splits the forward pass by module (forward hooks)
+   and the heads' backward pass (gradient hooks on their inputs and
+   outputs), CPU milliseconds, medians too.
 3. **Peak memory** (``memory``): each model alone in a fresh subprocess of
    this script (``--memory-of``): a warm-up step, then the process's peak
    resident set size (``VmHWM``, reset through ``/proc/self/clear_refs``)
    over one more step; ``step_mb`` is that peak less the resident size
    before the step (the step's own memory: activations, gradients), the
    figure compared.
+
+``--profile N`` adds the N costliest ops of one more step of each
+(``torch.profiler``, self CPU time). ``--fixture FILE.npz`` (with a small
+``--size``) writes step 1's inputs, our sampling and proposals and
+torchvision's losses for the CI test ``tests/models/test_maskrcnn_tv_losses.py``,
+which replays them without torchvision. Each section's JSON is also written
+to stderr as soon as it is done.
 """
 
 from __future__ import annotations
