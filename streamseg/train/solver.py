@@ -48,7 +48,25 @@ def build_optimizer(model: nn.Module, cfg: SolverConfig) -> torch.optim.Optimize
         raise ValueError("the model has no trainable parameters (is everything frozen?)")
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr)
-    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    # The fused kernel (one pass per tensor: weight decay, momentum and update
+    # together) where torch has it for the parameters' device: on this CPU
+    # 0.3x the CPU time of the default per-tensor loop for R50-FPN's trainable
+    # weights with weight decay (docs/training.md); the same arithmetic.
+    fused = _fused_sgd_supported(decay + no_decay)
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, fused=fused or None)
+
+
+def _fused_sgd_supported(params: list[nn.Parameter]) -> bool:
+    """Whether ``torch.optim.SGD(fused=True)`` takes these parameters (one device type,
+    floating point, fused kernels for it in this torch)."""
+    try:  # torch's own list (private; absent from some version: then no fusing)
+        from torch.optim.optimizer import _get_fused_kernels_supported_devices
+
+        supported = set(_get_fused_kernels_supported_devices())
+    except ImportError:
+        return False
+    devices = {p.device.type for p in params}
+    return len(devices) == 1 and devices <= supported and all(p.is_floating_point() for p in params)
 
 
 @dataclasses.dataclass(frozen=True)

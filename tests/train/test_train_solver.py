@@ -127,3 +127,37 @@ def test_gradients_are_clipped_to_clip_grad_norm(tmp_path: Path) -> None:
         sum(float((after[k].double() - before[k].double()).square().sum()) for k in before)
     )
     assert moved == pytest.approx(lr * clip, rel=1e-3)
+
+
+def test_sgd_is_fused_on_the_cpu_and_updates_as_the_plain_loop() -> None:
+    """``build_optimizer``'s SGD runs torch's fused kernel here (one pass per tensor)
+    and moves the weights as the default per-tensor loop does."""
+    from streamseg.train.config import SolverConfig
+    from streamseg.train.solver import build_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))
+    twin = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))
+    twin.load_state_dict(model.state_dict())
+    cfg = SolverConfig(iterations=1, lr=0.1, momentum=0.9, weight_decay=1e-2, weight_decay_norm=0.0)
+    fused = build_optimizer(model, cfg)
+    assert all(g["fused"] for g in fused.param_groups)
+    decay = [twin[0].weight, twin[0].bias]
+    plain = torch.optim.SGD(
+        [
+            {"params": decay, "weight_decay": 1e-2},
+            {"params": list(twin[1].parameters()), "weight_decay": 0.0},
+        ],
+        lr=0.1,
+        momentum=0.9,
+        foreach=False,
+    )
+    x = torch.randn(2, 3, 8, 8)
+    for _ in range(3):
+        for m, opt in ((model, fused), (twin, plain)):
+            opt.zero_grad()
+            m(x).square().mean().backward()
+            opt.step()
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    assert not torch.equal(model[0].weight, torch.nn.Conv2d(3, 8, 3).weight)

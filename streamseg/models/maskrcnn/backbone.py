@@ -144,7 +144,8 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
         out = conv_frozen_bn(self.conv2, self.bn2, out)
-        return self.relu(out + identity)
+        out += identity  # in place: a fresh tensor no backward pass reads
+        return self.relu(out)
 
 
 class Bottleneck(nn.Module):
@@ -176,7 +177,8 @@ class Bottleneck(nn.Module):
         out = self.relu(conv_frozen_bn(self.conv1, self.bn1, x))
         out = self.relu(conv_frozen_bn(self.conv2, self.bn2, out))
         out = conv_frozen_bn(self.conv3, self.bn3, out)
-        return self.relu(out + identity)
+        out += identity  # in place: a fresh tensor no backward pass reads
+        return self.relu(out)
 
 
 class ResNet(nn.Module):
