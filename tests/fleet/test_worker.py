@@ -144,7 +144,9 @@ def test_a_worker_cut_off_from_redis_stops_before_another_takes_over(fleet, redi
         assert not both
         assert len(host_b.serving) == 6 and not host_a.serving
         proxy.restore()
-        wait(lambda: sorted(host_a.serving) == moved, 10, "a takes its cameras back")
+        # How soon is bench fleet's to measure; here only that it happens (a
+        # loaded CI machine once needed more than 10 s for the reconnect).
+        wait(lambda: sorted(host_a.serving) == moved, 30, "a takes its cameras back")
         wait(lambda: len(host_b.serving) == 6 - len(moved), 5, "b lets them go")
     finally:
         proxy.close()
