@@ -72,6 +72,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="keep WORK's footage and teacher labels from an earlier run (train and eval again)",
     )
+    p.add_argument(
+        "--task",
+        default=None,
+        help="Mask2Former: train and evaluate as this task (instance: the AP the goals are in; "
+        "default: the checkpoint's own)",
+    )
     p.add_argument("--python", default=sys.executable)
     return p.parse_args(argv)
 
@@ -146,15 +152,16 @@ def _truth(path: Path) -> dict[int, list[dict[str, Any]]]:
 def train_config(args: argparse.Namespace, meta: dict[str, Any], files: list[Path]) -> str:
     """A fine-tune of ``args.weights`` on the merged labels, its classes plus the new one."""
     old = [n for n in meta["class_names"] if n != "__background__"]
-    options = {
-        k: v for k, v in meta.get("model_options", {}).items() if k in ("min_size", "max_size")
-    }
+    saved = meta.get("model_options", {})
+    options = {k: v for k, v in saved.items() if k in ("min_size", "max_size", "num_queries")}
+    if args.task:
+        options["task"] = args.task
     config = {
         "model": {
             "arch": meta["arch"],
             "weights": str(Path(args.weights).resolve()),
             "class_names": [*old, NEW_CLASS],
-            "roi_samples_per_image": 128,
+            "roi_samples_per_image": saved.get("num_points", 128),  # Mask2Former: mask points
             "freeze_backbone_stages": args.freeze,
             "options": options,
         },
@@ -244,9 +251,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     trained = json.loads(run("train", "train", str(config), *threads))
     new = str(work / "run" / "model_final.pth")
     old_data = [x for d in held_out(4, args.eval_frames) for x in ("--data", d)]
-    compared = json.loads(run("eval_old", "eval", "--baseline", args.weights, new, *old_data))
+    task = ["--task", args.task] if args.task else []
+    compared = json.loads(
+        run("eval_old", "eval", "--baseline", args.weights, new, *task, *old_data)
+    )
     new_data = [x for d in held_out(5, args.eval_frames) for x in ("--data", d)]
-    fresh = json.loads(run("eval_new", "eval", new, "--per-class", *new_data))
+    fresh = json.loads(run("eval_new", "eval", new, "--per-class", *task, *new_data))
     result = {
         "start": args.weights,
         "new_class": NEW_CLASS,
