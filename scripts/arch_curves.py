@@ -184,23 +184,30 @@ def cpu_hook(run_dir: Path, budget_s: float, every_s: float, meta: dict[str, Any
             self.wall_s += time.monotonic() - self._t0[1]
             if self.cpu_s >= (self.saved + 1) * every_s or self.cpu_s >= budget_s:
                 self.saved = int(self.cpu_s // every_s)
-                it = self.trainer.iter
-                path = run_dir / "points" / f"it{it:06d}.pth"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                state = self.trainer.unwrapped.state_dict()
-                save_checkpoint(path, state, **{**meta, "iteration": it})
-                point = {"iteration": it, "cpu_s": round(self.cpu_s, 2),
-                         "wall_s": round(self.wall_s, 2), "checkpoint": str(path)}  # fmt: skip
-                path.with_suffix(".train.json").write_text(json.dumps(point))
+                self.save_point()
             if self.cpu_s >= budget_s:
                 self.trainer.request_stop()
+
+        def after_train(self) -> None:
+            # The schedule's end (or a stop) between two points: its model is a point too.
+            if not (run_dir / "points" / f"it{self.trainer.iter:06d}.train.json").exists():
+                self.save_point()
+
+        def save_point(self) -> None:
+            it = self.trainer.iter
+            path = run_dir / "points" / f"it{it:06d}.pth"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(path, self.trainer.unwrapped.state_dict(), **{**meta, "iteration": it})
+            point = {"iteration": it, "cpu_s": round(self.cpu_s, 2),
+                     "wall_s": round(self.wall_s, 2), "checkpoint": str(path)}  # fmt: skip
+            path.with_suffix(".train.json").write_text(json.dumps(point))
 
         def state_dict(self) -> dict[str, Any]:
             return {"cpu_s": self.cpu_s, "wall_s": self.wall_s, "saved": self.saved}
 
         def load_state_dict(self, state: dict[str, Any]) -> None:
             self.cpu_s, self.wall_s = state["cpu_s"], state["wall_s"]
-            self.saved = state["saved"]
+            self.saved = int(self.cpu_s // every_s)  # --every-s may have changed
 
     return CpuBudget()
 
@@ -214,8 +221,10 @@ def train(name: str, args: argparse.Namespace, work: Path) -> None:
 
     run_dir = work / name
     state_file = run_dir / "trained.json"
-    if state_file.exists() and json.loads(state_file.read_text())["cpu_s"] >= args.budget_s:
-        return  # reached this budget already
+    if state_file.exists():
+        trained = json.loads(state_file.read_text())
+        if trained.get("complete") or trained["cpu_s"] >= args.budget_s:
+            return  # reached this budget, or the end of the schedule, already
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     config_path.write_text(yaml.safe_dump(run_config(name, args, work), sort_keys=False))
@@ -233,9 +242,8 @@ def train(name: str, args: argparse.Namespace, work: Path) -> None:
     hook = cpu_hook(run_dir, args.budget_s, args.every_s, meta)
     result = run_training(cfg, resume=resume, extra_hooks=[hook])
     log.info("%s: iteration %d, %.1f CPU s of training", name, result.iteration, hook.cpu_s)
-    done = {"iteration": result.iteration, "cpu_s": hook.cpu_s, "wall_s": hook.wall_s}
-    if result.iteration >= cfg.solver.iterations:  # the schedule ended before the budget
-        done["cpu_s"] = float("inf")
+    done = {"iteration": result.iteration, "cpu_s": hook.cpu_s, "wall_s": hook.wall_s,
+            "complete": result.iteration >= cfg.solver.iterations}  # fmt: skip
     state_file.write_text(json.dumps(done))
 
 
@@ -350,7 +358,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     for ax in (ax_ap, ax_pq):
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
