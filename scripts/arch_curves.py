@@ -64,7 +64,7 @@ log = logging.getLogger("arch_curves")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget-s", type=float, default=480.0, help="training CPU s per run")
-    p.add_argument("--every-s", type=float, default=80.0, help="save a model every N CPU s")
+    p.add_argument("--every-s", type=float, default=60.0, help="save a model every N CPU s")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, of {RUNS}")
     p.add_argument("--work", default="runs/arch_curves", help="run folders")
     p.add_argument("--out", default="docs/images/arch_curves", help="writes OUT.json, OUT.png")
@@ -349,8 +349,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
         minutes = [p["cpu_s"] / 60 for p in run["points"]]
         ax_ap.plot(minutes, [p["segm_AP"] for p in run["points"]], "o-", label=labels[name])
         if name == "m2f_panoptic":
-            for key, style in (("PQ", "o-"), ("PQ_th", "s--"), ("PQ_st", "^:")):
-                ax_pq.plot(minutes, [p[key] for p in run["points"]], style, label=key)
+            for key, style, label in (("PQ", "o-", "PQ (all)"), ("PQ_th", "s--", "PQ things"),
+                                      ("PQ_st", "^:", "PQ stuff")):  # fmt: skip
+                ax_pq.plot(minutes, [p[key] for p in run["points"]], style, label=label)
     ax_ap.set(xlabel="training CPU minutes (one thread)", ylabel="held-out mask AP",
               title="Mask AP, seeds 1001-1002")  # fmt: skip
     ax_pq.set(xlabel="training CPU minutes (one thread)", ylabel="held-out PQ",
