@@ -324,6 +324,9 @@ def collect(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             p.pop("checkpoint", None)
         arch = "maskrcnn_small" if name.startswith("maskrcnn") else "mask2former_small"
         runs[name] = {"arch": arch, "task": name.split("_")[1], "points": points}
+        trained = work / name / "trained.json"
+        if trained.exists():  # where training stopped: the budget, or the schedule's end
+            runs[name]["trained"] = json.loads(trained.read_text())
     return {
         "budget_cpu_s": args.budget_s,
         "every_cpu_s": args.every_s,
