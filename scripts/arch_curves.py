@@ -15,9 +15,10 @@ initialised), each with its own shipped recipe:
 
 Every run trains until its process CPU time of training steps (data loading
 included: ``data.workers`` is 0, so it runs in the process; evaluation and
-checkpoint writing excluded) reaches ``--budget-s``, saving the model every
-``--every-s`` CPU seconds. Every saved model, and the start, is then
-evaluated on held-out scenes the training never saw, the same for every run:
+checkpoint writing excluded) reaches ``--budget-s`` (or its schedule ends),
+saving the model every ``--every-s`` CPU seconds and where it stops. Every
+saved model, and the start, is then evaluated on held-out scenes the
+training never saw, the same for every run:
 mask and box AP of the instance task on seeds 1001-1002 (the scenes of
 models/demo_small.eval.json; a panoptic model is evaluated as ``--task
 instance`` on them, as models/panoptic_small.instance.eval.json is), and for
@@ -27,8 +28,8 @@ and a plot as PNG (default docs/images/arch_curves.{json,png}).
     nice -n 5 .venv/bin/python scripts/arch_curves.py              # 8 CPU min per run
     .venv/bin/python scripts/arch_curves.py --budget-s 1800         # longer: continues the runs
 
-Running it again continues: a run that reached its budget is not trained
-again, a longer ``--budget-s`` resumes it from its ``last.pth`` (same
+Running it again continues: a run that reached its budget (or its
+schedule's end) is not trained again, a longer ``--budget-s`` resumes it from its ``last.pth`` (same
 schedule, same data stream), and checkpoints already evaluated are not
 evaluated again. ``--runs`` picks runs (several invocations with different
 runs may work at once; each writes the combined JSON and PNG of whatever
