@@ -52,7 +52,9 @@ OUTAGE_S = 3.0  # how long a killed server stays away
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/soak.sh", description=__doc__.split("\n\n")[0])
-    p.add_argument("--minutes", type=float, default=30.0, help="how long serve runs, from when it is ready")
+    p.add_argument(
+        "--minutes", type=float, default=30.0, help="how long serve runs, from when it is ready"
+    )
     p.add_argument("--out", type=Path, default=None, help="folder for soak.json, soak.png, logs")
     p.add_argument("--cameras", type=int, default=2, help="RTSP cameras (320x240, 10 fps)")
     p.add_argument("--fault-every", type=float, default=None, help="seconds between faults")
