@@ -5,7 +5,6 @@ thing. (docs/mask2former.md quotes both.)"""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,11 @@ from streamseg.models.trained import load_trained_model
 from streamseg.train.data import UnionDataset
 from streamseg.train.datasets import open_dataset
 from streamseg.train.evaluate import evaluate_model
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 WEIGHTS = str(ROOT / "models" / "panoptic_tiny.pth")
 URL = "synthetic://?seed=3001&width=256&height=192&objects=3&stuff=1&frames=3&stride=5"
-
-
-def _knobs():
-    spec = importlib.util.spec_from_file_location("m2f_knobs", ROOT / "scripts/m2f_knobs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_panoptic_sweep_matches_eval_and_the_threshold_acts() -> None:
@@ -33,7 +25,7 @@ def test_panoptic_sweep_matches_eval_and_the_threshold_acts() -> None:
         {"object_mask_threshold": 0.8, "overlap_threshold": 0.8},
         {"object_mask_threshold": 1.0, "overlap_threshold": 0.8},  # no query passes
     ]
-    default, none = _knobs().sweep(WEIGHTS, [URL], "panoptic", grid, batch_size=3)
+    default, none = load_script("m2f_knobs").sweep(WEIGHTS, [URL], "panoptic", grid, batch_size=3)
     model, names = load_trained_model(WEIGHTS, task="panoptic")
     dataset = UnionDataset([open_dataset(URL, None)])
     dataset.set_class_names(names)
@@ -50,19 +42,9 @@ def test_instance_sweep_keeps_at_most_top_k() -> None:
         {"score_threshold": 0.0, "detections_per_image": 3},
         {"score_threshold": 0.0, "detections_per_image": 100},
     ]
-    few, many = _knobs().sweep(WEIGHTS, [URL], "instance", grid, batch_size=3)
+    few, many = load_script("m2f_knobs").sweep(WEIGHTS, [URL], "instance", grid, batch_size=3)
     assert few["detections"] == 3 * 3  # 3 images
     assert many["detections"] > few["detections"]
-
-
-def _probe():
-    spec = importlib.util.spec_from_file_location(
-        "m2f_merge_probe", ROOT / "scripts/m2f_merge_probe.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_merge_probe_gives_every_true_thing_one_verdict() -> None:
@@ -75,9 +57,11 @@ def test_merge_probe_gives_every_true_thing_one_verdict() -> None:
         assert segments is not None
         for label, number in {tuple(v) for v in segments.flatten(0, 1).tolist()}:
             things += number > 0 and bool(model.is_thing[label - 1])
-    out = _probe().probe(WEIGHTS, [URL])
+    out = load_script("m2f_merge_probe").probe(WEIGHTS, [URL])
     assert out["things"] == things > 0
     assert sum(out["share"].values()) == pytest.approx(1.0, abs=1e-3)
-    strict = _probe().probe(WEIGHTS, [URL], object_mask_threshold=1.0)  # no query passes
+    strict = load_script("m2f_merge_probe").probe(
+        WEIGHTS, [URL], object_mask_threshold=1.0
+    )  # no query passes
     assert strict["things"] == things and "found" not in strict["share"]
     assert not any(k.startswith("dropped_by_merge") for k in strict["share"])

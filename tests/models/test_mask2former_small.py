@@ -8,7 +8,6 @@ figures docs/mask2former.md quotes.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ import torch
 from streamseg.models import build_model
 from streamseg.models.checkpoint import save_checkpoint
 from streamseg.models.mask2former.small import backbone_from_maskrcnn
+from tests.support.scripts import load_script
 
 NAMES = ("__background__", "disc", "square", "triangle", "star", "ground")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _randomise_norms(model: torch.nn.Module) -> None:
@@ -83,14 +82,6 @@ def test_small_trains_end_to_end_and_freezes_by_stage() -> None:
     assert out["pred_logits"].shape == (1, 8, 6) and out["pred_masks"].shape == (1, 8, 16, 24)
 
 
-def _diagnose_module():
-    spec = importlib.util.spec_from_file_location("m2f_diagnose", ROOT / "scripts/m2f_diagnose.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_diagnose_reports_matching_class_mask_and_size_figures(tmp_path: Path) -> None:
     torch.manual_seed(0)
     options = {"min_size": 96, "max_size": 128, "task": "panoptic", "stuff_classes": ["ground"]}
@@ -107,7 +98,7 @@ def test_diagnose_reports_matching_class_mask_and_size_figures(tmp_path: Path) -
         model_options={**options, "num_queries": 6, "num_points": 64},
     )
     url = "synthetic://?seed=3&width=128&height=96&objects=3&stuff=1"
-    out = _diagnose_module().diagnose(str(weights), [url], images=2, batch=2)
+    out = load_script("m2f_diagnose").diagnose(str(weights), [url], images=2, batch=2)
     assert out["num_queries"] == 6 and len(out["layers"]) == 3  # query init + 2 layers
     for layer in out["layers"]:
         assert sum(layer["class_loss_share"].values()) == pytest.approx(1.0, abs=1e-3)

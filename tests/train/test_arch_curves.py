@@ -5,28 +5,20 @@ docs/training.md, "Both architectures per CPU minute")."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import torch
+
+from tests.support.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--every-s", "0.5", "--eval-frames", "1", "--eval-scenes", "1",
         "--train-scenes", "1", "--train-frames", "4"]  # fmt: skip
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("arch_curves", REPO / "scripts/arch_curves.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_three_runs_give_points_json_and_png(tmp_path: Path) -> None:
-    script = _script()
+    script = load_script("arch_curves")
     work, out = tmp_path / "work", tmp_path / "curves"
     script.main(["--budget-s", "0.5", "--work", str(work), "--out", str(out), *TINY])
 
